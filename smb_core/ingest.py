@@ -1,0 +1,145 @@
+"""Layers 0 and 1 as plain functions: store a document version, then extract its objects.
+
+The Dagster assets and `smb remember` call these; they are safe to re-run: an unchanged file is a
+no-op, and extraction of an already extracted version (same extractor version) is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from smb_core.bank import Bank
+from smb_core.corpus import CorpusFile, DocumentError, read_document, scan
+from smb_core.extract.base import Extraction, Extractor
+from smb_core.model import SourceDocument, Status, stable_id
+from smb_core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SourceOutcome:
+    """What happened to one corpus file in layer 0."""
+
+    partition_key: str
+    path: str
+    status: str  # new | new_version | unchanged | rejected
+    source_id: str | None = None
+    sha256: str | None = None
+    version: int | None = None
+    reason: str = ""
+
+
+@dataclass
+class ExtractionSummary:
+    documents: int = 0
+    skipped: int = 0
+    counts: Counter = field(default_factory=Counter)
+    extractors: Counter = field(default_factory=Counter)
+    preview: list[str] = field(default_factory=list)
+    object_ids: list[str] = field(default_factory=list)
+
+
+def files_for_partitions(root: Path, keys: list[str]) -> dict[str, CorpusFile | None]:
+    """Map partition keys to the corpus files they name (None when the file is gone)."""
+    by_key = {f.partition_key: f for f in scan(root)}
+    return {key: by_key.get(key) for key in keys}
+
+
+def ingest_source(bank: Bank, file: CorpusFile, root: Path, run_id: str | None = None,
+                  provenance: str = "corpus") -> SourceOutcome:
+    """Store the file as a new layer-0 version if its content is new; supersede the previous version."""
+    outcome = SourceOutcome(file.partition_key, file.relative, "rejected")
+    try:
+        content = read_document(file, root, bank.settings.max_doc_bytes)
+    except DocumentError as exc:
+        outcome.reason = exc.reason
+        bank.record_rejection(file.partition_key, file.relative, exc.reason, run_id)
+        log.error("rejected %s", exc)
+        return outcome
+    with bank.writing() as db:
+        versions = db.sources_for_partition(file.partition_key)
+        latest = versions[-1] if versions else None
+        outcome.sha256 = content.sha256
+        if latest is not None and latest.sha256 == content.sha256:
+            outcome.status, outcome.source_id, outcome.version = "unchanged", latest.id, latest.version
+            return outcome
+        doc = SourceDocument(
+            id=stable_id("src", file.relative, content.sha256), path=file.relative,
+            partition_key=file.partition_key, sha256=content.sha256, version=(latest.version + 1) if latest else 1,
+            title=content.title, bytes=len(content.text.encode("utf-8")), tags=content.tags,
+            supersedes=latest.id if latest else None, provenance=provenance, run_id=run_id, body=content.text,
+        )
+        bank.add_source(doc)
+        if latest is not None and latest.status == Status.ACTIVE:
+            bank.supersede_source(latest, run_id)
+        outcome.status = "new_version" if latest else "new"
+        outcome.source_id, outcome.version = doc.id, doc.version
+        return outcome
+
+
+def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str | None = None,
+                   batch_size: int = 256) -> list[SourceOutcome]:
+    """`ingest_source` for many files, holding the write lock per batch rather than per file."""
+    outcomes: list[SourceOutcome] = []
+    for start in range(0, len(files), batch_size):
+        with bank.writing():
+            outcomes.extend(ingest_source(bank, f, root, run_id) for f in files[start : start + batch_size])
+    return outcomes
+
+
+def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run_id: str | None = None,
+                    batch_size: int = 64, force: bool = False) -> ExtractionSummary:
+    """Extract layer-1 objects from layer-0 versions, in batches, writing each batch to all four stores."""
+    summary = ExtractionSummary()
+    version = getattr(extractor, "version", extractor.name)
+    with bank.reading() as db:
+        done = set() if force else bank.extracted_sources(db, source_ids, version)
+    todo = [s for s in source_ids if s not in done]
+    summary.skipped = len(source_ids) - len(todo)
+    for start in range(0, len(todo), batch_size):
+        batch_ids = todo[start : start + batch_size]
+        with bank.reading() as db:
+            docs = [d for d in (db.get_source(i) for i in batch_ids) if d is not None]
+        items = [(doc, bank.read_source_text(doc)) for doc in docs]
+        extractions = _run_extractor(extractor, items)
+        objects = [o for e in extractions for o in e.objects()]
+        bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id)
+        with bank.writing():
+            for doc, extraction in zip(docs, extractions):
+                bank.record_extraction(doc.id, version, extraction.extractor, extraction.counts(), run_id)
+        for doc, extraction in zip(docs, extractions):
+            summary.documents += 1
+            summary.counts.update(extraction.counts())
+            summary.extractors[extraction.extractor] += 1
+            summary.object_ids.extend(o.id for o in extraction.objects())
+            if len(summary.preview) < 12:
+                summary.preview.append(_preview(doc, extraction))
+    return summary
+
+
+def _run_extractor(extractor: Extractor, items: list[tuple[SourceDocument, str]]) -> list[Extraction]:
+    if hasattr(extractor, "extract_many"):
+        return extractor.extract_many(items)
+    return [extractor.extract(doc, text) for doc, text in items]
+
+
+def _preview(doc: SourceDocument, extraction: Extraction) -> str:
+    entities = ", ".join(e.title for e in extraction.entities[:6])
+    claim = extraction.claims[0].statement[:160] if extraction.claims else ""
+    return f"- **{doc.title}** (`{doc.path}` v{doc.version}): {entities}" + (f"; e.g. _{claim}_" if claim else "")
+
+
+def get_extractor(settings: Settings) -> Extractor:
+    """The NLP extractor, or the LLM extractor (falling back to NLP per document) when `SMB_LLM=ollama`."""
+    from smb_core.extract.nlp import NLPExtractor
+
+    if settings.llm == "ollama":
+        from smb_core.extract.llm import LLMExtractor
+        from smb_core.llm import OllamaClient
+
+        return LLMExtractor(OllamaClient(settings), fallback=NLPExtractor())
+    return NLPExtractor()

@@ -1,0 +1,83 @@
+"""A readers-writer lock between processes, on one lock file, with bounded waiting.
+
+DuckDB allows one read-write process per file and Chroma's embedded client is not safe across
+processes, so every bank operation holds this lock for its duration: many readers at once, or one
+writer. Operations are short (a batch, a query), so waiting is bounded and `BankBusyError` says so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class BankBusyError(TimeoutError):
+    """The bank stayed locked by another process for longer than the configured timeout."""
+
+
+class BankLock:
+    def __init__(self, path: Path, timeout: float = 60.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self._mode: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._hold(fcntl.LOCK_SH):
+            yield
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._hold(fcntl.LOCK_EX):
+            yield
+
+    @contextmanager
+    def _hold(self, mode: int) -> Iterator[None]:
+        if self._depth:  # re-entrant inside one process; a shared hold cannot be upgraded
+            if mode == fcntl.LOCK_EX and self._mode != fcntl.LOCK_EX:
+                raise RuntimeError("cannot take the bank's write lock while holding its read lock")
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._acquire(mode)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _acquire(self, mode: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    kind = "write" if mode == fcntl.LOCK_EX else "read"
+                    raise BankBusyError(
+                        f"memory bank {self.path.parent} is busy: no {kind} lock after {self.timeout:.0f}s "
+                        f"(another process is writing; raise SMB_LOCK_TIMEOUT_SECONDS to wait longer)"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+        self._fd, self._mode, self._depth = fd, mode, 1
+
+    def _release(self) -> None:
+        self._depth = 0
+        fd, self._fd, self._mode = self._fd, None, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)

@@ -1,0 +1,447 @@
+"""Memory objects, their enums, and the markdown-with-YAML-front-matter form a person reads.
+
+Every object in the bank is one of the pydantic models below. The markdown form is canonical for
+humans: `to_markdown(obj)` and `from_markdown(text)` round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, ClassVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ModelError(ValueError):
+    """An object, node or edge that does not fit the memory model."""
+
+
+class MemoryType(str, Enum):
+    CONCEPT = "concept"
+    CLAIM = "claim"
+    ENTITY = "entity"
+    RELATIONSHIP = "relationship"
+    CLUSTER = "cluster"
+    COMMUNITY = "community"
+    TAXONOMY = "taxonomy"
+    INSIGHT = "insight"
+    QUESTION = "question"
+    CONTRADICTION = "contradiction"
+    SYNTHESIS = "synthesis"
+    ABSTRACTION = "abstraction"
+    NARRATIVE = "narrative"
+    TIMELINE = "timeline"
+    EVOLUTION = "evolution"
+    AGENDA = "agenda"
+    PLAN = "plan"
+
+
+class Status(str, Enum):
+    ACTIVE = "active"
+    MERGED = "merged"
+    SPLIT = "split"
+    DEPRECATED = "deprecated"
+    SUPERSEDED = "superseded"
+
+
+class NodeType(str, Enum):
+    CONCEPT = "concept"
+    ENTITY = "entity"
+    CLAIM = "claim"
+    INSIGHT = "insight"
+    NARRATIVE = "narrative"
+    ABSTRACTION = "abstraction"
+
+
+class EdgeType(str, Enum):
+    REFERENCES = "references"
+    SUPPORTS = "supports"
+    CONTRADICTS = "contradicts"
+    EXTENDS = "extends"
+    DERIVES_FROM = "derives_from"
+    INSPIRED_BY = "inspired_by"
+    EVOLVES_INTO = "evolves_into"
+    RELATED_TO = "related_to"
+    CONTAINS = "contains"
+    EXPLAINS = "explains"
+
+
+class EntityKind(str, Enum):
+    PERSON = "person"
+    ORGANIZATION = "organization"
+    PLACE = "place"
+    DATE = "date"
+    WORK = "work"
+    OTHER = "other"
+
+
+def node_type(value: str | NodeType) -> NodeType:
+    """Parse a node type, rejecting anything outside the six the spec allows."""
+    try:
+        return NodeType(value)
+    except ValueError:
+        allowed = ", ".join(t.value for t in NodeType)
+        raise ModelError(f"unknown node type {value!r}; allowed: {allowed}") from None
+
+
+def edge_type(value: str | EdgeType) -> EdgeType:
+    """Parse an edge type, rejecting anything outside the ten the spec allows."""
+    try:
+        return EdgeType(value)
+    except ValueError:
+        allowed = ", ".join(t.value for t in EdgeType)
+        raise ModelError(f"unknown edge type {value!r}; allowed: {allowed}") from None
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """A deterministic id: the same inputs give the same id, so re-runs upsert instead of duplicating."""
+    digest = hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+    return f"{prefix}-{digest}"
+
+
+class SourceSpan(BaseModel):
+    """Where in a layer-0 document an object came from (character offsets and 1-based lines)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_id: str
+    start: int
+    end: int
+    line_start: int
+    line_end: int
+
+
+class MemoryObject(BaseModel):
+    """Fields every memory object carries, including provenance (`derived_from`, `source_spans`, `run_id`)."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_assignment=True)
+
+    #: Layer of the bank the type lives in, its folder under `layer-N/`, and its graph node type.
+    layer: ClassVar[int] = 1
+    folder: ClassVar[str] = ""
+    node: ClassVar[NodeType | None] = None
+    id_prefix: ClassVar[str] = "obj"
+
+    id: str
+    type: MemoryType
+    title: str
+    description: str = ""
+    confidence: float = Field(0.5, ge=0.0, le=1.0)
+    status: Status = Status.ACTIVE
+    created: datetime = Field(default_factory=utcnow)
+    modified: datetime = Field(default_factory=utcnow)
+    embedding_id: str | None = None
+    graph_node_id: str | None = None
+    source_ids: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    derived_from: list[str] = Field(default_factory=list)
+    source_spans: list[SourceSpan] = Field(default_factory=list)
+    run_id: str | None = None
+    body: str = ""
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("title must not be empty")
+        return value
+
+    def text(self) -> str:
+        """The text that represents this object for embedding and lexical search."""
+        return f"{self.title}. {self.description}".strip(". ") if self.description else self.title
+
+    def path(self) -> str:
+        """Relative path of the markdown file inside the bank."""
+        return f"layer-{self.layer}/{self.folder}/{self.id}.md"
+
+
+class Concept(MemoryObject):
+    layer: ClassVar[int] = 1
+    folder: ClassVar[str] = "concepts"
+    node: ClassVar[NodeType] = NodeType.CONCEPT
+    id_prefix: ClassVar[str] = "con"
+
+    type: MemoryType = MemoryType.CONCEPT
+    aliases: list[str] = Field(default_factory=list)
+    mentions: int = 1
+    merged_into: str | None = None
+
+
+class Entity(MemoryObject):
+    layer: ClassVar[int] = 1
+    folder: ClassVar[str] = "entities"
+    node: ClassVar[NodeType] = NodeType.ENTITY
+    id_prefix: ClassVar[str] = "ent"
+
+    type: MemoryType = MemoryType.ENTITY
+    entity_kind: EntityKind = EntityKind.OTHER
+    aliases: list[str] = Field(default_factory=list)
+    mentions: int = 1
+    merged_into: str | None = None
+
+    def text(self) -> str:
+        return f"{self.title} ({self.entity_kind.value})"
+
+
+class Claim(MemoryObject):
+    layer: ClassVar[int] = 1
+    folder: ClassVar[str] = "claims"
+    node: ClassVar[NodeType] = NodeType.CLAIM
+    id_prefix: ClassVar[str] = "clm"
+
+    type: MemoryType = MemoryType.CLAIM
+    statement: str
+    subject: str = ""
+    predicate: str = ""
+    object: str = ""
+    negated: bool = False
+    disputed: bool = False
+
+    def text(self) -> str:
+        return self.statement
+
+
+class Relationship(MemoryObject):
+    """A typed link between two objects; in the graph it is the edge itself (keyed by this id)."""
+
+    layer: ClassVar[int] = 1
+    folder: ClassVar[str] = "relationships"
+    node: ClassVar[None] = None
+    id_prefix: ClassVar[str] = "rel"
+
+    type: MemoryType = MemoryType.RELATIONSHIP
+    head: str
+    tail: str
+    edge_type: EdgeType = EdgeType.RELATED_TO
+    predicate: str = ""
+    evidence: str = ""
+
+    @field_validator("edge_type", mode="before")
+    @classmethod
+    def _known_edge(cls, value: Any) -> EdgeType:
+        return edge_type(value)
+
+    def text(self) -> str:
+        return self.evidence or self.title
+
+
+class Insight(MemoryObject):
+    layer: ClassVar[int] = 3
+    folder: ClassVar[str] = "insights"
+    node: ClassVar[NodeType] = NodeType.INSIGHT
+    id_prefix: ClassVar[str] = "ins"
+
+    type: MemoryType = MemoryType.INSIGHT
+    kind: str = "observation"
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Question(MemoryObject):
+    layer: ClassVar[int] = 3
+    folder: ClassVar[str] = "questions"
+    node: ClassVar[NodeType] = NodeType.INSIGHT
+    id_prefix: ClassVar[str] = "qst"
+
+    type: MemoryType = MemoryType.QUESTION
+    question: str
+    about: list[str] = Field(default_factory=list)
+    answered: bool = False
+
+    def text(self) -> str:
+        return self.question
+
+
+class Contradiction(MemoryObject):
+    """Two claims that cannot both hold. First-class and never deleted; only its lifecycle changes."""
+
+    layer: ClassVar[int] = 3
+    folder: ClassVar[str] = "contradictions"
+    node: ClassVar[NodeType] = NodeType.INSIGHT
+    id_prefix: ClassVar[str] = "ctr"
+
+    type: MemoryType = MemoryType.CONTRADICTION
+    claim_ids: list[str]
+    attribute: str = ""
+    resolution: str = "open"  # open | explained | superseded
+    explanation: str = ""
+
+
+class Synthesis(MemoryObject):
+    layer: ClassVar[int] = 4
+    folder: ClassVar[str] = "syntheses"
+    node: ClassVar[NodeType] = NodeType.ABSTRACTION
+    id_prefix: ClassVar[str] = "syn"
+
+    type: MemoryType = MemoryType.SYNTHESIS
+    theme: str = ""
+
+
+class Abstraction(MemoryObject):
+    layer: ClassVar[int] = 4
+    folder: ClassVar[str] = "abstractions"
+    node: ClassVar[NodeType] = NodeType.ABSTRACTION
+    id_prefix: ClassVar[str] = "abs"
+
+    type: MemoryType = MemoryType.ABSTRACTION
+    level: int = 1
+    members: list[str] = Field(default_factory=list)
+
+
+class Narrative(MemoryObject):
+    layer: ClassVar[int] = 5
+    folder: ClassVar[str] = "narratives"
+    node: ClassVar[NodeType] = NodeType.NARRATIVE
+    id_prefix: ClassVar[str] = "nar"
+
+    type: MemoryType = MemoryType.NARRATIVE
+    subject: str = ""
+
+
+class TimelineEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    date: str
+    text: str
+    object_id: str | None = None
+
+
+class Timeline(MemoryObject):
+    layer: ClassVar[int] = 5
+    folder: ClassVar[str] = "timelines"
+    node: ClassVar[NodeType] = NodeType.NARRATIVE
+    id_prefix: ClassVar[str] = "tml"
+
+    type: MemoryType = MemoryType.TIMELINE
+    subject: str = ""
+    events: list[TimelineEvent] = Field(default_factory=list)
+
+
+class Plan(MemoryObject):
+    layer: ClassVar[int] = 6
+    folder: ClassVar[str] = "plans"
+    node: ClassVar[NodeType] = NodeType.NARRATIVE
+    id_prefix: ClassVar[str] = "pln"
+
+    type: MemoryType = MemoryType.PLAN
+    steps: list[str] = Field(default_factory=list)
+
+
+MODEL_BY_TYPE: dict[MemoryType, type[MemoryObject]] = {
+    MemoryType.CONCEPT: Concept,
+    MemoryType.ENTITY: Entity,
+    MemoryType.CLAIM: Claim,
+    MemoryType.RELATIONSHIP: Relationship,
+    MemoryType.INSIGHT: Insight,
+    MemoryType.QUESTION: Question,
+    MemoryType.CONTRADICTION: Contradiction,
+    MemoryType.SYNTHESIS: Synthesis,
+    MemoryType.ABSTRACTION: Abstraction,
+    MemoryType.NARRATIVE: Narrative,
+    MemoryType.TIMELINE: Timeline,
+    MemoryType.PLAN: Plan,
+}
+
+
+def model_for(type_: str | MemoryType) -> type[MemoryObject]:
+    try:
+        return MODEL_BY_TYPE[MemoryType(type_)]
+    except (ValueError, KeyError):
+        raise ModelError(f"unknown memory type {type_!r}") from None
+
+
+class Edge(BaseModel):
+    """A typed edge of the knowledge graph; `object_id` is set when a Relationship object backs it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    head: str
+    tail: str
+    edge_type: EdgeType
+    weight: float = 1.0
+    object_id: str | None = None
+
+    @field_validator("edge_type", mode="before")
+    @classmethod
+    def _known_edge(cls, value: Any) -> EdgeType:
+        return edge_type(value)
+
+    @classmethod
+    def between(cls, head: str, tail: str, type_: str | EdgeType, weight: float = 1.0) -> Edge:
+        kind = edge_type(type_)
+        return cls(id=stable_id("edg", head, kind.value, tail), head=head, tail=tail, edge_type=kind, weight=weight)
+
+
+class SourceDocument(BaseModel):
+    """A layer-0 document version: an immutable, content-hashed copy of one file from the corpus."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    path: str
+    partition_key: str
+    sha256: str
+    version: int
+    title: str
+    bytes: int
+    ingested_at: datetime = Field(default_factory=utcnow)
+    status: Status = Status.ACTIVE
+    supersedes: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    provenance: str = "corpus"
+    run_id: str | None = None
+    body: str = ""
+
+    def file_path(self) -> str:
+        return f"layer-0/source/{self.id}.md"
+
+
+# ---- markdown with YAML front matter -------------------------------------------------------
+
+_FENCE = "---\n"
+#: libyaml's C implementation when present: ten times faster, same safe subset of YAML.
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def to_markdown(obj: BaseModel) -> str:
+    """Serialise to `---\\n<yaml>---\\n<body>`; every field but `body` goes to the front matter."""
+    front = obj.model_dump(mode="json", exclude={"body"})
+    yaml_text = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10_000)
+    return f"{_FENCE}{yaml_text}{_FENCE}{getattr(obj, 'body', '')}"
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split leading YAML front matter from the body; raise ModelError if it is malformed."""
+    if not text.startswith(_FENCE):
+        return {}, text
+    end = text.find(f"\n{_FENCE}", len(_FENCE) - 1)
+    if end == -1:
+        raise ModelError("front matter starts with '---' but has no closing '---' line")
+    try:
+        data = yaml.load(text[len(_FENCE) : end + 1], Loader=_Loader) or {}
+    except yaml.YAMLError as exc:
+        raise ModelError(f"front matter is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelError("front matter must be a YAML mapping")
+    return data, text[end + 1 + len(_FENCE) :]
+
+
+def from_markdown(text: str) -> MemoryObject | SourceDocument:
+    """Parse a bank markdown file back into its model (a memory object or a layer-0 source)."""
+    front, body = split_front_matter(text)
+    if not front:
+        raise ModelError("memory file has no front matter")
+    try:
+        if "type" not in front and "sha256" in front:
+            return SourceDocument.model_validate({**front, "body": body})
+        return model_for(front.get("type", "")).model_validate({**front, "body": body})
+    except ValidationError as exc:
+        raise ModelError(f"front matter does not match the model: {exc}") from None

@@ -1,0 +1,182 @@
+"""The typed knowledge graph: a networkx MultiDiGraph persisted as a snapshot plus an append-only log.
+
+Appending one JSON line per write batch keeps writes proportional to the batch (not to the graph),
+and a torn last line from a crashed writer is simply ignored. When the log outgrows the snapshot,
+a writer folds it into a new snapshot (atomic rename). Replaying is idempotent, so a crash between
+the two steps loses nothing. Readers catch up by replaying only the lines they have not seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from collections import Counter, deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from smb_core.fsutil import atomic_write_bytes
+from smb_core.model import EdgeType, NodeType, edge_type, node_type
+
+
+class GraphStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.snapshot_path = directory / "graph.pickle"
+        self.log_path = directory / "graph.log"
+        self.graph = nx.MultiDiGraph()
+        self._loaded = False
+        self._log_offset = 0
+        self._log_inode: int | None = None
+
+    # ---- persistence ----------------------------------------------------------------------
+
+    def ensure_loaded(self) -> nx.MultiDiGraph:
+        """Load on first use, then replay only new log lines (cheap when nothing changed)."""
+        if not self._loaded:
+            self._load_snapshot()
+        self._replay_log()
+        return self.graph
+
+    def _load_snapshot(self) -> None:
+        self.graph = nx.MultiDiGraph()
+        if self.snapshot_path.exists():
+            with self.snapshot_path.open("rb") as handle:
+                self.graph = pickle.load(handle)
+        self._log_offset, self._log_inode, self._loaded = 0, None, True
+
+    def _replay_log(self) -> None:
+        if not self.log_path.exists():
+            return
+        stat = self.log_path.stat()
+        if self._log_inode is not None and (stat.st_ino != self._log_inode or stat.st_size < self._log_offset):
+            self._load_snapshot()  # another process compacted: start again from its snapshot
+        self._log_inode = stat.st_ino
+        with self.log_path.open("rb") as handle:
+            handle.seek(self._log_offset)
+            data = handle.read()
+        complete = data.rfind(b"\n") + 1  # a torn last line (crashed writer) is ignored
+        for line in data[:complete].splitlines():
+            if line.strip():
+                self._apply(json.loads(line))
+        self._log_offset += complete
+
+    def append(self, nodes: Iterable[tuple[str, dict[str, Any]]] = (),
+               edges: Iterable[tuple[str, str, str, dict[str, Any]]] = (),
+               remove_edges: Iterable[tuple[str, str, str]] = ()) -> None:
+        """Durably add/update nodes and edges (node and edge types are validated first)."""
+        batch = {
+            "n": [[n, _checked_node(a)] for n, a in nodes],
+            "e": [[h, t, k, _checked_edge(a)] for h, t, k, a in edges],
+            "r": [list(x) for x in remove_edges],
+        }
+        if not (batch["n"] or batch["e"] or batch["r"]):
+            return
+        self.ensure_loaded()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(batch, ensure_ascii=False).encode("utf-8") + b"\n"
+        with self.log_path.open("ab") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._apply(batch)
+        self._log_offset += len(line)
+        self._log_inode = self.log_path.stat().st_ino
+        self._maybe_compact()
+
+    def _apply(self, batch: dict[str, list]) -> None:
+        for node, attrs in batch.get("n", []):
+            if self.graph.has_node(node):
+                self.graph.nodes[node].update(attrs)
+            else:
+                self.graph.add_node(node, **attrs)
+        for head, tail, key, attrs in batch.get("e", []):
+            self.graph.add_edge(head, tail, key=key, **attrs)
+        for head, tail, key in batch.get("r", []):
+            if self.graph.has_edge(head, tail, key):
+                self.graph.remove_edge(head, tail, key)
+
+    def _maybe_compact(self) -> None:
+        log_size = self.log_path.stat().st_size
+        snapshot_size = self.snapshot_path.stat().st_size if self.snapshot_path.exists() else 0
+        if log_size > max(4 * 1024 * 1024, snapshot_size):
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold the log into a new snapshot; the caller holds the bank's writer lock."""
+        self.ensure_loaded()
+        atomic_write_bytes(self.snapshot_path, pickle.dumps(self.graph, protocol=pickle.HIGHEST_PROTOCOL),
+                           durable=True)
+        atomic_write_bytes(self.log_path, b"", durable=True)
+        self._log_offset, self._log_inode = 0, self.log_path.stat().st_ino
+
+    # ---- queries --------------------------------------------------------------------------
+
+    def has_node(self, node: str) -> bool:
+        return self.ensure_loaded().has_node(node)
+
+    def neighbors(self, node: str, edge_type_filter: str | EdgeType | None = None) -> list[dict[str, Any]]:
+        """Adjacent nodes in both directions, with the edge type and direction that joins them."""
+        graph = self.ensure_loaded()
+        if not graph.has_node(node):
+            return []
+        wanted = edge_type(edge_type_filter).value if edge_type_filter else None
+        out = []
+        for _, other, key, attrs in graph.out_edges(node, keys=True, data=True):
+            if wanted in (None, attrs.get("edge_type")):
+                out.append({"id": other, "edge_type": attrs.get("edge_type"), "direction": "out", "edge_id": key})
+        for other, _, key, attrs in graph.in_edges(node, keys=True, data=True):
+            if wanted in (None, attrs.get("edge_type")):
+                out.append({"id": other, "edge_type": attrs.get("edge_type"), "direction": "in", "edge_id": key})
+        return out
+
+    def multi_hop(self, node: str, max_hops: int = 3, edge_type_filter: str | EdgeType | None = None,
+                  limit: int = 10_000) -> list[list[str]]:
+        """Every simple path (as node lists) from `node` of 1..max_hops edges, found breadth first."""
+        graph = self.ensure_loaded()
+        if not graph.has_node(node):
+            return []
+        paths: list[list[str]] = []
+        queue = deque([[node]])
+        while queue and len(paths) < limit:
+            path = queue.popleft()
+            if len(path) - 1 >= max_hops:
+                continue
+            for hop in sorted({n["id"] for n in self.neighbors(path[-1], edge_type_filter)}):
+                if hop not in path:
+                    paths.append(path + [hop])
+                    queue.append(path + [hop])
+        return paths[:limit]
+
+    def path(self, a: str, b: str) -> list[str]:
+        """A shortest path between two nodes ignoring direction, or [] if none."""
+        graph = self.ensure_loaded()
+        try:
+            return nx.shortest_path(graph.to_undirected(as_view=True), a, b)
+        except (nx.NetworkXNoPath, nx.NodeNotFound):
+            return []
+
+    def nodes_by_type(self, type_: str | NodeType) -> list[str]:
+        wanted = node_type(type_).value
+        return sorted(n for n, t in self.ensure_loaded().nodes(data="type") if t == wanted)
+
+    def stats(self) -> dict[str, Any]:
+        graph = self.ensure_loaded()
+        return {
+            "nodes": graph.number_of_nodes(),
+            "edges": graph.number_of_edges(),
+            "node_types": dict(Counter(t for _, t in graph.nodes(data="type"))),
+            "edge_types": dict(Counter(t for *_, t in graph.edges(data="edge_type"))),
+            "components": nx.number_weakly_connected_components(graph) if graph.number_of_nodes() else 0,
+        }
+
+
+def _checked_node(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {**attrs, "type": node_type(attrs.get("type", "")).value}
+
+
+def _checked_edge(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {**attrs, "edge_type": edge_type(attrs.get("edge_type", "")).value}

@@ -1,0 +1,246 @@
+"""The metadata store on DuckDB: objects, provenance, edges, source documents and the lexical index.
+
+Everything the pipeline and agents filter or aggregate on is a SQL query here. DuckDB allows one
+read-write process per file, so connections are short-lived and opened under the bank's lock
+(see `smb_core.locking`); readers open the file read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from smb_core.model import MemoryObject, SourceDocument, model_for
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS sources (
+    id VARCHAR PRIMARY KEY, path VARCHAR NOT NULL, partition_key VARCHAR NOT NULL, sha256 VARCHAR NOT NULL,
+    version INTEGER NOT NULL, title VARCHAR, bytes BIGINT, ingested_at TIMESTAMPTZ, status VARCHAR NOT NULL,
+    supersedes VARCHAR, provenance VARCHAR, run_id VARCHAR, tags VARCHAR[]
+);
+CREATE TABLE IF NOT EXISTS objects (
+    id VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, layer INTEGER NOT NULL, status VARCHAR NOT NULL,
+    title VARCHAR, text VARCHAR, confidence DOUBLE, created TIMESTAMPTZ, modified TIMESTAMPTZ,
+    embedding_id VARCHAR, graph_node_id VARCHAR, run_id VARCHAR, file_path VARCHAR,
+    source_ids VARCHAR[], tags VARCHAR[], derived_from VARCHAR[], data JSON
+);
+CREATE TABLE IF NOT EXISTS spans (
+    object_id VARCHAR NOT NULL, source_id VARCHAR NOT NULL, start_char INTEGER, end_char INTEGER,
+    line_start INTEGER, line_end INTEGER
+);
+CREATE TABLE IF NOT EXISTS edges (
+    id VARCHAR PRIMARY KEY, head VARCHAR NOT NULL, tail VARCHAR NOT NULL, edge_type VARCHAR NOT NULL,
+    weight DOUBLE DEFAULT 1.0, object_id VARCHAR, run_id VARCHAR, created TIMESTAMPTZ DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS extractions (
+    source_id VARCHAR PRIMARY KEY, version VARCHAR NOT NULL, extractor VARCHAR, counts JSON, run_id VARCHAR,
+    recorded_at TIMESTAMPTZ DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS rejections (
+    partition_key VARCHAR NOT NULL, path VARCHAR NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR,
+    recorded_at TIMESTAMPTZ DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT NULL, type VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
+CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
+CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
+CREATE INDEX IF NOT EXISTS spans_object ON spans (object_id);
+CREATE INDEX IF NOT EXISTS spans_source ON spans (source_id);
+CREATE INDEX IF NOT EXISTS edges_head ON edges (head);
+CREATE INDEX IF NOT EXISTS edges_tail ON edges (tail);
+CREATE INDEX IF NOT EXISTS names_name ON names (name);
+CREATE INDEX IF NOT EXISTS names_object ON names (object_id);
+CREATE INDEX IF NOT EXISTS lex_term ON lex_postings (term);
+CREATE INDEX IF NOT EXISTS lex_unit ON lex_postings (unit);
+CREATE INDEX IF NOT EXISTS sources_partition ON sources (partition_key);
+"""
+
+
+#: Files whose schema this process has already created (creating it again costs a round of DDL).
+_SCHEMA_READY: set[Path] = set()
+
+_OBJECT_COLUMNS = ["id", "type", "layer", "status", "title", "text", "confidence", "created", "modified",
+                   "embedding_id", "graph_node_id", "run_id", "file_path", "source_ids", "tags", "derived_from",
+                   "data"]
+
+
+class MetadataStore:
+    """Thin typed wrapper over one DuckDB connection (open it with `connect`, close it when done)."""
+
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def connect(self) -> MetadataStore:
+        if self.read_only and not self.path.exists():
+            self.con = duckdb.connect(":memory:")
+            self.con.execute(_SCHEMA)
+            return self
+        self.con = duckdb.connect(str(self.path), read_only=self.read_only)
+        if not self.read_only and self.path not in _SCHEMA_READY:
+            self.con.execute(_SCHEMA)
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            _SCHEMA_READY.add(self.path)
+        return self
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        return self.con.execute(query, params or []).fetchall()
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def upsert_source(self, doc: SourceDocument) -> None:
+        """Insert a layer-0 version row, or update it (only its status can change)."""
+        self.con.execute(
+            "INSERT OR REPLACE INTO sources VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [doc.id, doc.path, doc.partition_key, doc.sha256, doc.version, doc.title, doc.bytes,
+             doc.ingested_at, doc.status.value, doc.supersedes, doc.provenance, doc.run_id, doc.tags],
+        )
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                    replace: bool = False) -> None:
+        """Bulk insert in one columnar statement (DuckDB's executemany costs milliseconds per row)."""
+        if not rows:
+            return
+        params = {f"c{i}": [row[i] for row in rows] for i in range(len(columns))}
+        select = ", ".join(f"unnest(${name})" for name in params)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        self.con.execute(f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select}", params)
+
+    def upsert_objects(self, objects: Sequence[MemoryObject]) -> None:
+        """Insert or replace objects with their spans and linkable names, in one transaction."""
+        objects = list({o.id: o for o in objects}.values())
+        if not objects:
+            return
+        ids = [o.id for o in objects]
+        rows = [
+            (o.id, o.type.value, o.layer, o.status.value, o.title, o.text(), o.confidence, o.created,
+             o.modified, o.embedding_id, o.graph_node_id, o.run_id, o.path(), o.source_ids, o.tags,
+             o.derived_from, o.model_dump_json())
+            for o in objects
+        ]
+        spans = [
+            (o.id, s.source_id, s.start, s.end, s.line_start, s.line_end) for o in objects for s in o.source_spans
+        ]
+        names = [(n, o.id, o.type.value) for o in objects for n in _linkable_names(o)]
+        self.con.execute("BEGIN")
+        try:
+            self._delete_where_in("spans", "object_id", ids)
+            self._delete_where_in("names", "object_id", ids)
+            self.insert_rows("objects", _OBJECT_COLUMNS, rows, replace=True)
+            self.insert_rows("spans", ["object_id", "source_id", "start_char", "end_char", "line_start", "line_end"],
+                             spans)
+            self.insert_rows("names", ["name", "object_id", "type"], names)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def upsert_edges(self, edges: Iterable[tuple[str, str, str, str, float, str | None, str | None]]) -> None:
+        """Edges as (id, head, tail, edge_type, weight, object_id, run_id)."""
+        rows = list({row[0]: row for row in edges}.values())
+        self.insert_rows("edges", ["id", "head", "tail", "edge_type", "weight", "object_id", "run_id"], rows,
+                         replace=True)
+
+    def replace_lexical(self, units: Sequence[tuple[str, str, dict[str, int]]]) -> None:
+        """(Re)index retrieval units (unit id, kind, term counts) for BM25, in one transaction."""
+        units = list({u[0]: u for u in units}.values())
+        if not units:
+            return
+        self.con.execute("BEGIN")
+        try:
+            self._delete_where_in("lex_postings", "unit", [u[0] for u in units])
+            self.insert_rows("lex_units", ["unit", "kind", "length"],
+                             [(u, kind, sum(c.values())) for u, kind, c in units], replace=True)
+            self.insert_rows("lex_postings", ["term", "unit", "tf"],
+                             [(t, u, n) for u, _, c in units for t, n in c.items()])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def _delete_where_in(self, table: str, column: str, values: Sequence[str]) -> None:
+        self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [list(values)])
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def get_object(self, object_id: str) -> MemoryObject | None:
+        row = self.con.execute("SELECT type, data FROM objects WHERE id = ?", [object_id]).fetchone()
+        return model_for(row[0]).model_validate_json(row[1]) if row else None
+
+    def get_objects(self, ids: Sequence[str]) -> dict[str, MemoryObject]:
+        if not ids:
+            return {}
+        rows = self.con.execute(
+            "SELECT id, type, data FROM objects WHERE id IN (SELECT unnest(?))", [list(ids)]
+        ).fetchall()
+        return {r[0]: model_for(r[1]).model_validate_json(r[2]) for r in rows}
+
+    def list_objects(
+        self, type: str | None = None, status: str | None = None, layer: int | None = None,
+        limit: int = 100, offset: int = 0,
+    ) -> list[MemoryObject]:
+        where, params = _filters(type=type, status=status, layer=layer)
+        rows = self.con.execute(
+            f"SELECT type, data FROM objects {where} ORDER BY created, id LIMIT ? OFFSET ?", [*params, limit, offset]
+        ).fetchall()
+        return [model_for(t).model_validate_json(d) for t, d in rows]
+
+    def get_source(self, source_id: str) -> SourceDocument | None:
+        rows = self._sources("WHERE id = ?", [source_id])
+        return rows[0] if rows else None
+
+    def sources(self, status: str | None = None) -> list[SourceDocument]:
+        return self._sources("WHERE status = ?" if status else "", [status] if status else [])
+
+    def sources_for_partition(self, partition_key: str) -> list[SourceDocument]:
+        return self._sources("WHERE partition_key = ?", [partition_key])
+
+    def _sources(self, where: str, params: list) -> list[SourceDocument]:
+        rows = self.con.execute(
+            f"SELECT id, path, partition_key, sha256, version, title, bytes, ingested_at, status, supersedes, "
+            f"provenance, run_id, tags FROM sources {where} ORDER BY path, version",
+            params,
+        ).fetchall()
+        keys = ["id", "path", "partition_key", "sha256", "version", "title", "bytes", "ingested_at", "status",
+                "supersedes", "provenance", "run_id", "tags"]
+        return [SourceDocument.model_validate(dict(zip(keys, r))) for r in rows]
+
+    def count_by_type(self, status: str | None = None) -> dict[str, int]:
+        where, params = _filters(status=status)
+        return dict(self.sql(f"SELECT type, count(*) FROM objects {where} GROUP BY type ORDER BY type", params))
+
+    def object_ids_for_source(self, source_id: str) -> list[str]:
+        return [r[0] for r in self.sql("SELECT id FROM objects WHERE list_contains(source_ids, ?)", [source_id])]
+
+
+def _filters(**conditions: Any) -> tuple[str, list]:
+    parts, params = [], []
+    for column, value in conditions.items():
+        if value is not None:
+            parts.append(f"{column} = ?")
+            params.append(value.value if hasattr(value, "value") else value)
+    return ("WHERE " + " AND ".join(parts)) if parts else "", params
+
+
+def _linkable_names(obj: MemoryObject) -> list[str]:
+    """Normalised names under which an entity or concept can be found from a question."""
+    from smb_core.extract.base import normalise_name
+
+    if obj.type.value not in ("entity", "concept"):
+        return []
+    names = {normalise_name(obj.title), *(normalise_name(a) for a in getattr(obj, "aliases", []))}
+    return sorted(n for n in names if n)

@@ -1,0 +1,91 @@
+"""The vector store on ChromaDB: one cosine HNSW collection of memory objects, embeddings passed explicitly.
+
+Embedded (`PersistentClient` under the bank) by default; a Chroma server when `SMB_CHROMA_HOST` is set.
+Chroma's embedded client keeps its HNSW index in memory and does not see other processes' writes,
+so the bank calls `reload()` whenever another process has written since this one last looked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: HNSW parameters for high recall at 100k+ vectors (Chroma's defaults, M=16/ef_search=100 with
+#: ef_construction=100, lose recall at that size): more links per node and wider search beams.
+HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 128}
+
+COLLECTION = "smb-memory"
+
+
+class VectorStore:
+    def __init__(self, path: Path, host: str | None = None, port: int = 8000) -> None:
+        self.path = path
+        self.host = host
+        self.port = port
+        self._client = None
+        self._collection = None
+
+    @property
+    def collection(self):
+        if self._collection is None:
+            import chromadb
+            from chromadb.config import Settings as ChromaSettings
+
+            chroma_settings = ChromaSettings(anonymized_telemetry=False)
+            if self.host:
+                self._client = chromadb.HttpClient(host=self.host, port=self.port, settings=chroma_settings)
+            else:
+                self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
+            # embedding_function=None: Chroma's default function downloads a model; we always pass vectors.
+            self._collection = self._client.get_or_create_collection(
+                COLLECTION, embedding_function=None, configuration={"hnsw": HNSW}
+            )
+        return self._collection
+
+    def reload(self) -> None:
+        """Drop the in-memory index so the next call reads what other processes wrote."""
+        if self.host or self._client is None:
+            return
+        from chromadb.api.client import SharedSystemClient
+
+        self._collection = self._client = None
+        SharedSystemClient.clear_system_cache()
+
+    def upsert(self, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
+        for start in range(0, len(ids), 4000):  # Chroma caps the batch size per call
+            end = start + 4000
+            self.collection.upsert(
+                ids=list(ids[start:end]), embeddings=embeddings[start:end], metadatas=list(metadatas[start:end])
+            )
+
+    def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        if ids:
+            self.collection.update(ids=list(ids), metadatas=list(metadatas))
+
+    def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Nearest objects as (id, cosine similarity), best first."""
+        count = self.count()
+        if count == 0:
+            return []
+        result = self.collection.query(
+            query_embeddings=[embedding], n_results=min(k, count), where=where or None, include=["distances"]
+        )
+        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 4000):
+            found.update(self.collection.get(ids=list(ids[start : start + 4000]), include=[])["ids"])
+        return found
+
+    def get_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        result = self.collection.get(ids=list(ids), include=["embeddings"])
+        return {i: np.asarray(e, dtype=np.float32) for i, e in zip(result["ids"], result["embeddings"])}
+
+    def count(self) -> int:
+        return self.collection.count()
