@@ -205,6 +205,36 @@ class Bank:
                       [version, list(source_ids)])
         return {r[0] for r in rows}
 
+    # ---- status ---------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Counts per type and per store, and whether the four stores agree (what `smb status` prints)."""
+        report = self.check_consistency()
+        with self.reading() as db:
+            documents = db.sql("SELECT count(DISTINCT partition_key), count(*) FROM sources WHERE status='active'")[0]
+            versions = db.sql("SELECT count(*) FROM sources")[0][0]
+            rejected = db.sql("SELECT count(DISTINCT path) FROM rejections WHERE path NOT IN "
+                              "(SELECT path FROM sources WHERE status = 'active')")[0][0]
+            types = db.count_by_type()
+            active = db.count_by_type(status="active")
+        graph = self.graph.ensure_loaded()
+        return {
+            "bank": str(self.root),
+            "documents": documents[0],
+            "versions": versions,
+            "rejected": rejected,
+            "types": types,
+            "active": active,
+            "stores": {
+                "markdown": report["markdown_files"],
+                "duckdb": report["duckdb_rows"],
+                "chroma": report["chroma_vectors"],
+                "graph_nodes": graph.number_of_nodes(),
+                "graph_edges": graph.number_of_edges(),
+            },
+            "consistent": report["consistent"],
+        }
+
     # ---- consistency ----------------------------------------------------------------------
 
     def check_consistency(self, object_ids: Sequence[str] | None = None) -> dict[str, Any]:

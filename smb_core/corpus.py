@@ -120,3 +120,41 @@ def _tags(front: dict) -> list[str]:
     if isinstance(tags, str):
         tags = [t.strip() for t in tags.split(",")]
     return [str(t) for t in tags if str(t).strip()] if isinstance(tags, list) else []
+
+
+@dataclass(frozen=True)
+class CorpusChanges:
+    new: list[CorpusFile]  # paths never seen: need a partition and a run
+    modified: list[CorpusFile]  # known paths touched since the watermark: need a run
+    watermark_ns: int  # the newest modification time seen
+
+
+def changes_since(files: list[CorpusFile], known_keys: set[str], watermark_ns: int) -> CorpusChanges:
+    """Which files need ingesting, from a scan, the known partition keys and the last watermark.
+
+    Only file metadata is read; a touched file whose content did not change costs one cheap no-op run.
+    """
+    new = [f for f in files if f.partition_key not in known_keys]
+    modified = [f for f in files if f.partition_key in known_keys and f.mtime_ns > watermark_ns]
+    newest = max((f.mtime_ns for f in files), default=watermark_ns)
+    return CorpusChanges(new, modified, max(watermark_ns, newest))
+
+
+def contiguous_ranges(ordered_keys: list[str], wanted: set[str], max_size: int) -> list[tuple[str, str]]:
+    """Group wanted keys into (first, last) ranges of consecutive keys, at most `max_size` keys each."""
+    ranges: list[tuple[str, str]] = []
+    start = last = None
+    size = 0
+    for key in ordered_keys:
+        if key in wanted and start is not None and size < max_size:
+            last, size = key, size + 1
+            continue
+        if start is not None:
+            ranges.append((start, last))
+            start = None
+        if key in wanted:
+            start = last = key
+            size = 1
+    if start is not None:
+        ranges.append((start, last))
+    return ranges

@@ -209,6 +209,11 @@ class MetadataStore:
     def sources_for_partition(self, partition_key: str) -> list[SourceDocument]:
         return self._sources("WHERE partition_key = ?", [partition_key])
 
+    def active_source_ids_for_partitions(self, keys: Sequence[str]) -> list[str]:
+        rows = self.sql("SELECT id FROM sources WHERE status = 'active' AND partition_key IN (SELECT unnest(?)) "
+                        "ORDER BY path", [list(keys)])
+        return [r[0] for r in rows]
+
     def _sources(self, where: str, params: list) -> list[SourceDocument]:
         rows = self.con.execute(
             f"SELECT id, path, partition_key, sha256, version, title, bytes, ingested_at, status, supersedes, "

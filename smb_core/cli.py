@@ -1,0 +1,120 @@
+"""`smb`: the command line. Reads go straight to `smb_core`; ingest runs through Dagster (imported
+lazily from `smb_pipeline`, so read commands start fast and `smb_core` stays free of Dagster)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from smb_core.settings import Settings, get_settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    updates = {}
+    if getattr(args, "bank", None):
+        updates["memory_bank_dir"] = Path(args.bank)
+    if getattr(args, "source", None):
+        updates["kbmd_dir"] = Path(args.source)
+    return get_settings().model_copy(update=updates)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from smb_core.bank import Bank
+
+    settings = _settings(args)
+    Bank(settings=settings).init()
+    print(f"memory bank ready at {Path(settings.memory_bank_dir).resolve()}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from smb_core.bank import Bank
+    from smb_pipeline.runner import run_ingest
+
+    settings = _settings(args)
+    if not Path(settings.kbmd_dir).is_dir():
+        print(f"error: corpus folder {settings.kbmd_dir} does not exist", file=sys.stderr)
+        return 1
+    report = run_ingest(settings)
+    bank = Bank(settings=settings)
+    with bank.reading() as db:
+        rejected = db.sql("SELECT path, reason FROM rejections WHERE run_id IN (SELECT unnest(?)) ORDER BY path",
+                          [report.run_ids])
+        new_versions = db.sql("SELECT count(*) FROM sources WHERE run_id IN (SELECT unnest(?))", [report.run_ids])
+        objects = db.sql("SELECT type, count(*) FROM objects WHERE run_id IN (SELECT unnest(?)) GROUP BY type "
+                         "ORDER BY type", [report.run_ids])
+    print(f"scanned {report.documents} documents in {settings.kbmd_dir}: {new_versions[0][0]} new versions; "
+          f"objects written: " + (", ".join(f"{n} {t}" for t, n in objects) or "none"))
+    for path, reason in rejected:
+        print(f"rejected: {path}: {reason}", file=sys.stderr)
+    for failure in report.failures:
+        print(f"error: {failure}", file=sys.stderr)
+    print(f"dagster runs: {', '.join(report.run_ids)} (see them with `smb ui`)")
+    if not report.success:
+        return 1
+    return 2 if rejected else 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from smb_core.bank import Bank
+
+    status = Bank(settings=_settings(args)).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(f"documents: {status['documents']} ({status['versions']} versions, {status['rejected']} rejected)")
+        print("objects:   " + ", ".join(f"{n} {t}" for t, n in status["types"].items()))
+        print("stores:    " + ", ".join(f"{k}={v}" for k, v in status["stores"].items()))
+        print(f"consistent: {status['consistent']}")
+    return 0 if status["consistent"] else 1
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from smb_pipeline.runner import dagster_home
+
+    settings = _settings(args)
+    os.environ["DAGSTER_HOME"] = str(dagster_home(settings.memory_bank_dir))
+    os.environ["SMB_MEMORY_BANK_DIR"] = str(Path(settings.memory_bank_dir).resolve())
+    os.environ["SMB_KBMD_DIR"] = str(Path(settings.kbmd_dir).resolve())
+    command = ["dagster", "dev", "-m", "smb_pipeline.definitions", "-p", str(args.port)]
+    os.execvp(command[0], command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="smb", description="Sovereign Memory Bank: evolving memory for agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--bank", help="memory bank folder (default: SMB_MEMORY_BANK_DIR or ./memory-bank)")
+        p.set_defaults(handler=handler)
+        return p
+
+    add("init", cmd_init, "create an empty memory bank")
+    p = add("ingest", cmd_ingest, "ingest the corpus through Dagster (layers 0-1)")
+    p.add_argument("--source", help="corpus folder (default: SMB_KBMD_DIR or ./kbmd)")
+    p = add("status", cmd_status, "counts per store and whether the stores agree")
+    p.add_argument("--json", action="store_true")
+    p = add("ui", cmd_ui, "open the Dagster UI on this bank's runs")
+    p.add_argument("--source", help="corpus folder the sensor watches")
+    p.add_argument("--port", type=int, default=3000)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from smb_core.corpus import DocumentError
+    from smb_core.locking import BankBusyError
+
+    try:
+        return args.handler(args)
+    except (BankBusyError, DocumentError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

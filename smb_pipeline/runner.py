@@ -1,0 +1,91 @@
+"""Runs the pipeline's jobs in-process for the CLI, against a persistent Dagster home inside the bank,
+so that runs started from the command line show up in the Dagster UI later (`smb ui`)."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from smb_core.corpus import contiguous_ranges, scan
+from smb_core.settings import Settings
+
+DAGSTER_YAML = """\
+# Written by `smb`. Runs that write the memory bank share the pool `smb_bank`, one at a time.
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1
+"""
+
+#: Documents per in-process run; each run is one Dagster run with a partition range.
+DOCUMENTS_PER_RUN = 5000
+
+
+def dagster_home(bank_dir: Path) -> Path:
+    """`<bank>/.dagster`, created with an instance config on first use."""
+    home = Path(bank_dir).resolve() / ".dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    return home
+
+
+def instance_for(bank_dir: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(str(dagster_home(bank_dir)))
+
+
+@dataclass
+class RunReport:
+    run_ids: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    documents: int = 0
+
+    @property
+    def success(self) -> bool:
+        return not self.failures
+
+
+def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
+               log_level: str = "WARNING") -> RunReport:
+    """Add a partition per corpus file and materialize `source` and `extracted` over them."""
+    from smb_pipeline.definitions import defs
+    from smb_pipeline.defs.ingest.sensors import range_tags
+    from smb_pipeline.defs.partitions import documents
+
+    instance = instance or instance_for(settings.memory_bank_dir)
+    files = scan(Path(settings.kbmd_dir))
+    existing = list(instance.get_dynamic_partitions(documents.name))
+    known = set(existing)
+    new_keys = [f.partition_key for f in files if f.partition_key not in known]
+    if new_keys:
+        instance.add_dynamic_partitions(documents.name, new_keys)
+    ordered = [*existing, *new_keys]
+    wanted = {f.partition_key for f in files}
+    job = defs().resolve_job_def("ingest")
+    run_config = {
+        "resources": {"bank": {"config": {
+            "bank_dir": str(Path(settings.memory_bank_dir).resolve()),
+            "kbmd_dir": str(Path(settings.kbmd_dir).resolve()),
+        }}},
+        "loggers": {"console": {"config": {"log_level": log_level}}},
+    }
+    report = RunReport(documents=len(files))
+    for first, last in contiguous_ranges(ordered, wanted, DOCUMENTS_PER_RUN):
+        result = job.execute_in_process(
+            instance=instance, run_config=run_config, tags=range_tags(first, last), raise_on_error=False
+        )
+        report.run_ids.append(result.run_id)
+        if not result.success:
+            report.failures.extend(_failure_messages(result))
+    return report
+
+
+def _failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+            messages.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+    return messages or [f"run {result.run_id} failed"]

@@ -1,0 +1,44 @@
+"""Shared fixtures: temporary banks and corpora built from real components."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from smb_core.bank import Bank
+from smb_core.settings import Settings
+from tests.fake_ollama import fake_ollama  # noqa: F401
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = REPO / "kbmd"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    corpus = tmp_path / "kbmd"
+    corpus.mkdir()
+    return Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=corpus, lock_timeout_seconds=20)
+
+
+@pytest.fixture
+def bank(settings: Settings) -> Bank:
+    bank = Bank(settings=settings)
+    bank.init()
+    return bank
+
+
+@pytest.fixture
+def sample_corpus(tmp_path: Path) -> Path:
+    """A copy of the shipped sample corpus that a test may modify."""
+    target = tmp_path / "sample"
+    shutil.copytree(SAMPLE_CORPUS, target)
+    return target
+
+
+def write_doc(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
