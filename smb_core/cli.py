@@ -73,14 +73,46 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from smb_pipeline.runner import dagster_home
+    from smb_pipeline.runner import dagster_home, use_compact_planned_events
 
     settings = _settings(args)
+    use_compact_planned_events()
     os.environ["DAGSTER_HOME"] = str(dagster_home(settings.memory_bank_dir))
     os.environ["SMB_MEMORY_BANK_DIR"] = str(Path(settings.memory_bank_dir).resolve())
     os.environ["SMB_KBMD_DIR"] = str(Path(settings.kbmd_dir).resolve())
     command = ["dagster", "dev", "-m", "smb_pipeline.definitions", "-p", str(args.port)]
     os.execvp(command[0], command)
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from smb_core.query import MemoryBank
+
+    with MemoryBank.open(_settings(args).memory_bank_dir) as bank:
+        if args.documents:
+            hits = bank.recall_documents(args.question, k=args.k)
+            if args.json:
+                print(json.dumps([h.as_json() for h in hits], indent=2, ensure_ascii=False))
+            for rank, hit in enumerate([] if args.json else hits, start=1):
+                print(f"{rank}. {hit.title}  ({hit.path}, score {hit.score:.4f})")
+            return 0
+        hits = bank.recall(args.question, k=args.k)
+    if args.json:
+        print(json.dumps([h.as_json() for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    for rank, hit in enumerate(hits, start=1):
+        where = f"{hit.source.path}:{hit.source.span.line_start}" if hit.source and hit.source.span else "-"
+        flag = "  [DISPUTED]" if hit.disputed else ""
+        print(f"{rank}. [{hit.object.type.value}] {hit.object.text()[:160]}  ({where}, {hit.score:.3f}){flag}")
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    from smb_core.query import MemoryBank
+
+    with MemoryBank.open(_settings(args).memory_bank_dir, read_only=False, agent=args.agent) as bank:
+        doc = bank.remember(args.text, title=args.title, tags=args.tag)
+    print(f"remembered as {doc.id} ({doc.path})")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ui", cmd_ui, "open the Dagster UI on this bank's runs")
     p.add_argument("--source", help="corpus folder the sensor watches")
     p.add_argument("--port", type=int, default=3000)
+    p = add("recall", cmd_recall, "hybrid recall: lexical + vector + knowledge graph")
+    p.add_argument("question")
+    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--documents", action="store_true", help="rank layer-0 documents instead of memory objects")
+    p.add_argument("--json", action="store_true")
+    p = add("remember", cmd_remember, "store an agent's note (extracted like a document)")
+    p.add_argument("text")
+    p.add_argument("--title")
+    p.add_argument("--tag", action="append", default=[])
+    p.add_argument("--agent", default="cli", help="name recorded as the note's provenance")
     return parser
 
 

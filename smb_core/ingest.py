@@ -143,3 +143,25 @@ def get_extractor(settings: Settings) -> Extractor:
 
         return LLMExtractor(OllamaClient(settings), fallback=NLPExtractor())
     return NLPExtractor()
+
+
+def remember_note(bank: Bank, text: str, title: str | None, tags: list[str], agent: str) -> SourceDocument:
+    """An agent's free-text note becomes a layer-0 document (provenance `agent:<name>`) and is extracted."""
+    import hashlib
+
+    if not text.strip():
+        raise DocumentError("<note>", "note is empty")
+    content = f"# {title.strip()}\n\n{text.strip()}\n" if title else text.strip() + "\n"
+    sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
+    relative = f"agent-notes/{agent}/{sha[:16]}.md"
+    doc = SourceDocument(
+        id=stable_id("src", relative, sha), path=relative, partition_key=f"note-{sha[:16]}", sha256=sha, version=1,
+        title=title or text.strip().split("\n", 1)[0][:80], bytes=len(content.encode("utf-8")), tags=tags,
+        provenance=f"agent:{agent}", run_id=f"agent:{agent}", body=content,
+    )
+    with bank.reading() as db:
+        exists = db.get_source(doc.id) is not None
+    if not exists:
+        bank.add_source(doc)
+    extract_sources(bank, [doc.id], get_extractor(bank.settings), run_id=f"agent:{agent}")
+    return doc

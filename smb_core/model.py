@@ -135,6 +135,7 @@ class MemoryObject(BaseModel):
     description: str = ""
     confidence: float = Field(0.5, ge=0.0, le=1.0)
     status: Status = Status.ACTIVE
+    status_reason: str = ""
     created: datetime = Field(default_factory=utcnow)
     modified: datetime = Field(default_factory=utcnow)
     embedding_id: str | None = None
@@ -172,6 +173,9 @@ class Concept(MemoryObject):
     aliases: list[str] = Field(default_factory=list)
     mentions: int = 1
     merged_into: str | None = None
+
+    def text(self) -> str:
+        return self.title
 
 
 class Entity(MemoryObject):
@@ -222,6 +226,11 @@ class Relationship(MemoryObject):
     edge_type: EdgeType = EdgeType.RELATED_TO
     predicate: str = ""
     evidence: str = ""
+
+    def __init__(self, **data: Any) -> None:
+        if "edge_type" in data:  # an unknown type is a ModelError, not a pydantic ValidationError
+            data["edge_type"] = edge_type(data["edge_type"])
+        super().__init__(**data)
 
     @field_validator("edge_type", mode="before")
     @classmethod
@@ -367,6 +376,11 @@ class Edge(BaseModel):
     edge_type: EdgeType
     weight: float = 1.0
     object_id: str | None = None
+
+    def __init__(self, **data: Any) -> None:
+        if "edge_type" in data:  # an unknown type is a ModelError, not a pydantic ValidationError
+            data["edge_type"] = edge_type(data["edge_type"])
+        super().__init__(**data)
 
     @field_validator("edge_type", mode="before")
     @classmethod

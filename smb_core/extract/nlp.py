@@ -101,9 +101,9 @@ class _DocumentExtraction:
             for ent in sdoc.ents:
                 if ent.label_ in _KIND_BY_LABEL:
                     self._entity(ent.text, _KIND_BY_LABEL[ent.label_], block.start + ent.start_char,
-                                 block.start + ent.end_char)
-            for key, surface, start, end in _concept_chunks(sdoc):
-                self._concept(key, surface, block.start + start, block.start + end)
+                                 block.start + ent.end_char, context=ent.sent.text)
+            for key, surface, start, end, context in _concept_chunks(sdoc):
+                self._concept(key, surface, block.start + start, block.start + end, context)
                 concept_counts[key] += 1
             if block.heading:
                 continue
@@ -147,7 +147,7 @@ class _DocumentExtraction:
             entity.tags = [*entity.tags, "document-subject"]
         return entity
 
-    def _entity(self, name: str, kind: EntityKind, start: int, end: int) -> Entity | None:
+    def _entity(self, name: str, kind: EntityKind, start: int, end: int, context: str = "") -> Entity | None:
         name = " ".join(name.split()).strip(" .,;:'\"()")
         key = normalise_name(name)
         if len(key) < 2 or key.isdigit():
@@ -158,7 +158,7 @@ class _DocumentExtraction:
             entity = Entity(
                 id=object_id(Entity, self.doc, "entity", key), title=name, entity_kind=kind, confidence=0.6,
                 source_ids=[self.doc.id], source_spans=[span], tags=self.tags,
-                description=f"{kind.value} named in {self.doc.title!r}",
+                description=_shorten(" ".join(context.split()), 240),
             )
             self.entities[key] = entity
         else:
@@ -171,13 +171,13 @@ class _DocumentExtraction:
                 entity.source_spans = [*entity.source_spans, span]
         return entity
 
-    def _concept(self, key: str, surface: str, start: int, end: int) -> Concept:
+    def _concept(self, key: str, surface: str, start: int, end: int, context: str) -> Concept:
         concept = self.concepts.get(key)
         if concept is None:
             concept = Concept(
                 id=object_id(Concept, self.doc, "concept", key), title=key, confidence=0.5,
                 source_ids=[self.doc.id], source_spans=[make_span(self.doc, self.text, start, end)], tags=self.tags,
-                description=f"concept mentioned in {self.doc.title!r}",
+                description=_shorten(" ".join(context.split()), 240),
             )
             self.concepts[key] = concept
         if surface.lower() != key and surface not in concept.aliases and len(concept.aliases) < 10:
@@ -258,8 +258,8 @@ class _DocumentExtraction:
                     self.edges[edge.id] = edge
 
 
-def _concept_chunks(sdoc) -> list[tuple[str, str, int, int]]:
-    """(lemmatised key, surface, start, end) of noun phrases headed by a common noun."""
+def _concept_chunks(sdoc) -> list[tuple[str, str, int, int, str]]:
+    """(lemmatised key, surface, start, end, sentence) of noun phrases headed by a common noun."""
     out = []
     for chunk in sdoc.noun_chunks:
         tokens = [t for t in chunk if t.pos_ in ("NOUN", "ADJ", "PROPN") and not t.is_stop]
@@ -267,7 +267,8 @@ def _concept_chunks(sdoc) -> list[tuple[str, str, int, int]]:
             continue
         key = normalise_name(" ".join([*(t.lower_ for t in tokens[:-1]), tokens[-1].lemma_.lower()]))
         if len(key) >= 3 and not key.isdigit():
-            out.append((key, " ".join(t.text for t in tokens), tokens[0].idx, tokens[-1].idx + len(tokens[-1])))
+            out.append((key, " ".join(t.text for t in tokens), tokens[0].idx, tokens[-1].idx + len(tokens[-1]),
+                        chunk.sent.text))
     return out
 
 

@@ -59,3 +59,14 @@ def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None =
          **({"cands": candidates} if candidates is not None else {})},
     ).fetchall()
     return [(unit, float(score)) for unit, score in rows]
+
+
+def bm25_objects(metadata, query: str, source_ids: list[str], k: int) -> list[tuple[str, float]]:
+    """BM25 over the claims of the given documents (to pick the statements inside good documents)."""
+    if not source_ids:
+        return []
+    rows = metadata.sql(
+        "SELECT id FROM objects WHERE type = 'claim' AND status = 'active' AND list_has_any(source_ids, ?::VARCHAR[])",
+        [source_ids],
+    )
+    return bm25(metadata, query, "claim", k, candidates=[r[0] for r in rows]) if rows else []

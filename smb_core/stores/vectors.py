@@ -75,6 +75,19 @@ class VectorStore:
         )
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
+    def query_with_source(self, embedding: np.ndarray, k: int,
+                          where: dict[str, Any] | None = None) -> list[tuple[str, float, str]]:
+        """Nearest objects as (id, cosine similarity, first source document id), best first."""
+        count = self.count()
+        if count == 0:
+            return []
+        result = self.collection.query(
+            query_embeddings=[embedding], n_results=min(k, count), where=where or None,
+            include=["distances", "metadatas"],
+        )
+        return [(i, 1.0 - d, (m or {}).get("source", ""))
+                for i, d, m in zip(result["ids"][0], result["distances"][0], result["metadatas"][0])]
+
     def existing(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(ids), 4000):

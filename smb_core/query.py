@@ -1,0 +1,239 @@
+"""The agent interface: read, search, recall and write the memory bank.
+
+    from smb_core.query import MemoryBank
+    with MemoryBank.open("memory-bank") as bank:
+        for hit in bank.recall("Where was the designer of the Aurora index born?"):
+            print(hit.score, hit.object.title, hit.source.path if hit.source else None)
+
+Every call takes the bank's lock for its own duration only, so a Dagster run and other agents can
+write between calls; each call sees the latest committed state and never a half-written one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from smb_core import model as _model
+from smb_core.bank import Bank, LayerZeroImmutableError
+from smb_core.model import (
+    Contradiction, Edge, EdgeType, MemoryObject, ModelError, NodeType, SourceDocument, SourceSpan, Status,
+)
+from smb_core.recall.engine import RecallEngine
+from smb_core.settings import Settings, get_settings
+
+#: Fields an agent may not change with `update`: identity, type and store bookkeeping.
+_FROZEN_FIELDS = {"id", "type", "created", "embedding_id", "graph_node_id"}
+
+
+class SourceRef(BaseModel):
+    id: str
+    path: str
+    title: str
+    span: SourceSpan | None = None
+
+
+class Hit(BaseModel):
+    """One recalled memory object with everything an agent needs to judge and cite it."""
+
+    object: MemoryObject
+    score: float
+    source: SourceRef | None = None
+    sources: list[SourceRef] = Field(default_factory=list)
+    paths: list[list[str]] = Field(default_factory=list)
+    contradictions: list[Contradiction] = Field(default_factory=list)
+
+    @property
+    def disputed(self) -> bool:
+        return any(c.resolution == "open" for c in self.contradictions) or bool(getattr(self.object, "disputed", False))
+
+    def as_json(self) -> dict[str, Any]:
+        text = self.object.text()
+        return {
+            "id": self.object.id, "type": self.object.type.value, "title": self.object.title, "text": text,
+            "score": round(self.score, 6),
+            "source": self.source.model_dump(mode="json") if self.source else None,
+            "paths": self.paths,
+            "contradictions": [
+                {"id": c.id, "title": c.title, "claims": c.claim_ids, "resolution": c.resolution}
+                for c in self.contradictions
+            ],
+        }
+
+
+class DocumentHit(BaseModel):
+    id: str
+    path: str
+    title: str
+    score: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "path": self.path, "title": self.title, "score": round(self.score, 6)}
+
+
+class MemoryBank:
+    """A handle on one memory bank. Cheap to open: stores load lazily on the first call that needs them."""
+
+    def __init__(self, bank: Bank, read_only: bool = True, agent: str = "agent") -> None:
+        self._bank = bank
+        self.read_only = read_only
+        self.agent = agent
+        self._engine = RecallEngine(bank)
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, read_only: bool = True, agent: str = "agent",
+             settings: Settings | None = None) -> MemoryBank:
+        settings = settings or get_settings()
+        root = Path(path) if path is not None else Path(settings.memory_bank_dir)
+        if read_only and not (root / "metadata.duckdb").exists():
+            raise FileNotFoundError(f"no memory bank at {root} (run `smb ingest` or open with read_only=False)")
+        bank = Bank(root, settings=settings)
+        if not read_only:
+            bank.init()
+        return cls(bank, read_only=read_only, agent=agent)
+
+    def __enter__(self) -> MemoryBank:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to flush: every write is committed when its call returns."""
+
+    @property
+    def path(self) -> Path:
+        return self._bank.root
+
+    # ---- read -----------------------------------------------------------------------------
+
+    def get(self, object_id: str) -> MemoryObject | None:
+        with self._bank.reading() as db:
+            return db.get_object(object_id)
+
+    def list(self, type: str | None = None, status: str | None = None, layer: int | None = None,
+             limit: int = 100, offset: int = 0) -> list[MemoryObject]:
+        with self._bank.reading() as db:
+            return db.list_objects(type=type, status=status, layer=layer, limit=limit, offset=offset)
+
+    def sources(self, status: str | None = None) -> list[SourceDocument]:
+        with self._bank.reading() as db:
+            return db.sources(status=status)
+
+    def source_text(self, source_id: str) -> str:
+        """The exact text of a layer-0 document version."""
+        with self._bank.reading() as db:
+            doc = db.get_source(source_id)
+        if doc is None:
+            raise KeyError(f"no source document {source_id}")
+        return self._bank.read_source_text(doc)
+
+    # ---- graph ----------------------------------------------------------------------------
+
+    def neighbors(self, object_id: str, edge_type: str | None = None) -> list[dict[str, Any]]:
+        with self._bank.reading():
+            return self._bank.graph.neighbors(object_id, edge_type)
+
+    def multi_hop(self, object_id: str, max_hops: int = 3, edge_type: str | None = None) -> list[list[str]]:
+        with self._bank.reading():
+            return self._bank.graph.multi_hop(object_id, max_hops=max_hops, edge_type_filter=edge_type)
+
+    def path(self, a: str, b: str) -> list[str]:
+        with self._bank.reading():
+            return self._bank.graph.path(a, b)
+
+    def nodes_by_type(self, type_: str | NodeType) -> list[str]:
+        _model.node_type(type_)
+        with self._bank.reading():
+            return self._bank.graph.nodes_by_type(type_)
+
+    def graph_stats(self) -> dict[str, Any]:
+        with self._bank.reading():
+            return self._bank.graph.stats()
+
+    # ---- search and recall ----------------------------------------------------------------
+
+    def search(self, text: str, k: int = 10, type: str | None = None) -> list[Hit]:
+        """Vector search over memory objects (active ones), optionally of one type."""
+        with self._bank.reading() as db:
+            return self._engine.vector_hits(db, text, k, type)
+
+    def recall(self, question: str, k: int = 10, hops: int = 2, edge_type: str | None = None,
+               types: Sequence[str] | None = None) -> list[Hit]:
+        """Hybrid recall: lexical + vector + knowledge graph (entity linking and propagation), fused.
+        Each hit carries its sources and spans, the graph paths that brought it, and contradictions."""
+        if edge_type is not None:
+            _model.edge_type(edge_type)
+        with self._bank.reading() as db:
+            return self._engine.recall(db, question, k=k, hops=hops, edge_type=edge_type, types=types)
+
+    def recall_documents(self, question: str, k: int = 8) -> list[DocumentHit]:
+        """The layer-0 documents behind the best evidence for `question`, best first."""
+        with self._bank.reading() as db:
+            return self._engine.recall_documents(db, question, k=k)
+
+    # ---- write ----------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise PermissionError("this MemoryBank was opened read-only; use MemoryBank.open(..., read_only=False)")
+
+    def _run_id(self) -> str:
+        return f"agent:{self.agent}"
+
+    def create(self, obj: MemoryObject) -> MemoryObject:
+        """Add a new memory object (any layer but 0) to all four stores."""
+        self._writable()
+        if obj.layer == 0:
+            raise LayerZeroImmutableError("layer 0 is written only by ingestion")
+        obj.run_id = obj.run_id or self._run_id()
+        self._bank.write([obj], run_id=obj.run_id)
+        return obj
+
+    def update(self, object_id: str, **fields: Any) -> MemoryObject:
+        """Change fields of an object; it is re-embedded when its text changes."""
+        self._writable()
+        frozen = _FROZEN_FIELDS & fields.keys()
+        if frozen:
+            raise ModelError(f"fields {sorted(frozen)} cannot be changed")
+        current = self.get(object_id)
+        if current is None:
+            raise KeyError(f"no memory object {object_id}")
+        try:
+            updated = type(current).model_validate({**current.model_dump(), **fields, "run_id": self._run_id()})
+        except ValidationError as exc:
+            raise ModelError(f"invalid update of {object_id}: {exc}") from None
+        self._bank.update_objects([updated], reembed=updated.text() != current.text())
+        return updated
+
+    def link(self, a: str, b: str, edge_type: str | EdgeType, weight: float = 1.0) -> Edge:
+        """Add a typed edge between two existing objects."""
+        self._writable()
+        kind = _model.edge_type(edge_type)
+        with self._bank.reading() as db:
+            found = db.get_objects([a, b])
+        missing = [i for i in (a, b) if i not in found]
+        if missing:
+            raise KeyError(f"cannot link: no memory object {', '.join(missing)}")
+        edge = Edge.between(a, b, kind, weight)
+        self._bank.add_edges([edge], run_id=self._run_id())
+        return edge
+
+    def deprecate(self, object_id: str, reason: str) -> MemoryObject:
+        """Mark knowledge deprecated (never deleted); contradictions cannot be deprecated away."""
+        current = self.get(object_id)
+        if isinstance(current, Contradiction):
+            raise ModelError("contradictions are never deprecated; set resolution to 'explained' or 'superseded'")
+        return self.update(object_id, status=Status.DEPRECATED, status_reason=reason)
+
+    def remember(self, text: str, title: str | None = None, tags: Sequence[str] = ()) -> SourceDocument:
+        """Store an agent's note as a layer-0 document and extract it like any document.
+        Its provenance names the agent; the note itself is immutable afterwards."""
+        self._writable()
+        from smb_core.ingest import remember_note
+
+        return remember_note(self._bank, text, title=title, tags=list(tags), agent=self.agent)
+
