@@ -112,23 +112,35 @@ class Bank:
 
     # ---- writes ---------------------------------------------------------------------------
 
-    def add_source(self, doc: SourceDocument) -> None:
-        """Store a new layer-0 version. Existing versions are never rewritten, only marked superseded."""
+    def add_sources(self, docs: Sequence[SourceDocument]) -> None:
+        """Store new layer-0 versions. An existing version is never rewritten, only marked superseded."""
+        if not docs:
+            return
         with self.writing() as db:
-            existing = db.get_source(doc.id)
-            if existing is not None and existing.sha256 != doc.sha256:
-                raise LayerZeroImmutableError(f"layer-0 document {doc.id} already exists with other content")
-            if existing is None or not self.markdown.exists(doc.file_path()):
-                self.markdown.write(doc)
-            db.replace_lexical([(doc.id, "source", term_counts(doc.body))])
-            db.upsert_source(doc)
+            existing = {d.id: d for d in db.sources_by_ids([d.id for d in docs])}
+            for doc in docs:
+                old = existing.get(doc.id)
+                if old is not None and old.sha256 != doc.sha256:
+                    raise LayerZeroImmutableError(f"layer-0 document {doc.id} already exists with other content")
+                if old is None or not self.markdown.exists(doc.file_path()):
+                    self.markdown.write(doc)
+            new = [d for d in docs if d.id not in existing]
+            db.replace_lexical([(d.id, "source", term_counts(d.body)) for d in new])
+            db.insert_sources(new)
 
-    def supersede_source(self, old: SourceDocument, run_id: str | None) -> int:
-        """Mark an old version and everything extracted from it superseded; returns objects touched."""
+    def add_source(self, doc: SourceDocument) -> None:
+        self.add_sources([doc])
+
+    def supersede_sources(self, old: Sequence[SourceDocument], run_id: str | None) -> int:
+        """Mark old versions and everything extracted only from them superseded; returns objects touched."""
+        if not old:
+            return 0
         with self.writing() as db:
-            db.con.execute("UPDATE sources SET status = 'superseded' WHERE id = ?", [old.id])
-            ids = db.object_ids_for_source(old.id)
-            objects = [o for o in db.get_objects(ids).values() if o.status == Status.ACTIVE and o.source_ids == [old.id]]
+            old_ids = [d.id for d in old]
+            db.con.execute("UPDATE sources SET status = 'superseded' WHERE id IN (SELECT unnest(?))", [old_ids])
+            rows = db.sql("SELECT id FROM objects WHERE status = 'active' AND len(source_ids) = 1 "
+                          "AND source_ids[1] IN (SELECT unnest(?))", [old_ids])
+            objects = list(db.get_objects([r[0] for r in rows]).values())
             for obj in objects:
                 obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
             self._store_objects(db, objects, embed=False)
@@ -174,6 +186,14 @@ class Bank:
         with self.writing() as db:
             self._store_edges(db, edges, run_id)
 
+    def remove_edges(self, edges: Sequence[tuple[str, str, str]]) -> None:
+        """Remove edges given as (head, tail, id) from the graph and DuckDB (used when redirecting them)."""
+        if not edges:
+            return
+        with self.writing() as db:
+            self.graph.append(remove_edges=edges)
+            db.con.execute("DELETE FROM edges WHERE id IN (SELECT unnest(?))", [[e[2] for e in edges]])
+
     def update_objects(self, objects: Sequence[MemoryObject], reembed: bool = False) -> None:
         """Rewrite changed objects everywhere (status, fields); re-embed only when their text changed."""
         for obj in objects:
@@ -188,10 +208,11 @@ class Bank:
         """The exact original text of a layer-0 version (its immutable copy's body)."""
         return self.markdown.read(doc.file_path()).body
 
-    def record_rejection(self, partition_key: str, path: str, reason: str, run_id: str | None) -> None:
+    def record_rejections(self, rejections: Sequence[tuple[str, str, str]], run_id: str | None) -> None:
+        """(partition key, path, reason) of files that could not be ingested."""
         with self.writing() as db:
-            db.con.execute("INSERT INTO rejections (partition_key, path, reason, run_id) VALUES (?,?,?,?)",
-                           [partition_key, path, reason, run_id])
+            db.insert_rows("rejections", ["partition_key", "path", "reason", "run_id"],
+                           [(*r, run_id) for r in rejections])
 
     def record_extraction(self, source_id: str, version: str, extractor: str, counts: dict[str, int],
                           run_id: str | None) -> None:

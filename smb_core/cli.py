@@ -58,6 +58,44 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 2 if rejected else 0
 
 
+def cmd_evolve(args: argparse.Namespace) -> int:
+    from smb_pipeline.runner import run_evolve
+
+    settings = _settings(args)
+    key, report = run_evolve(settings)
+    with _bank(settings).reading() as db:
+        counts = db.sql("SELECT counts FROM cycles WHERE key = ?", [key])
+    for failure in report.failures:
+        print(f"error: {failure}", file=sys.stderr)
+    print(f"cycle {key}: {'done' if report.success else 'failed'} (dagster run {report.run_ids[0]})")
+    if counts and counts[0][0]:
+        print(counts[0][0])
+    return 0 if report.success else 1
+
+
+def cmd_contradictions(args: argparse.Namespace) -> int:
+    from smb_core.query import MemoryBank
+
+    with MemoryBank.open(_settings(args).memory_bank_dir) as bank:
+        items = bank.contradictions()
+    if args.json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    for item in items:
+        print(f"[{item['resolution']}] {item['attribute'] or 'conflict'}: {item['id']}")
+        for side in item["sides"]:
+            print(f"   - {side['statement']}  ({side['source']['path'] if side['source'] else '?'})")
+    if not items:
+        print("no contradictions")
+    return 0
+
+
+def _bank(settings: Settings):
+    from smb_core.bank import Bank
+
+    return Bank(settings=settings)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from smb_core.bank import Bank
 
@@ -133,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ui", cmd_ui, "open the Dagster UI on this bank's runs")
     p.add_argument("--source", help="corpus folder the sensor watches")
     p.add_argument("--port", type=int, default=3000)
+    add("evolve", cmd_evolve, "run one evolution cycle through Dagster (layers 2-3)")
+    p = add("contradictions", cmd_contradictions, "list contradictions with both sides and their sources")
+    p.add_argument("--json", action="store_true")
     p = add("recall", cmd_recall, "hybrid recall: lexical + vector + knowledge graph")
     p.add_argument("question")
     p.add_argument("--k", type=int, default=8)

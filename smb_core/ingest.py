@@ -49,46 +49,77 @@ def files_for_partitions(root: Path, keys: list[str]) -> dict[str, CorpusFile | 
     return {key: by_key.get(key) for key in keys}
 
 
-def ingest_source(bank: Bank, file: CorpusFile, root: Path, run_id: str | None = None,
-                  provenance: str = "corpus") -> SourceOutcome:
-    """Store the file as a new layer-0 version if its content is new; supersede the previous version."""
-    outcome = SourceOutcome(file.partition_key, file.relative, "rejected")
-    try:
-        content = read_document(file, root, bank.settings.max_doc_bytes)
-    except DocumentError as exc:
-        outcome.reason = exc.reason
-        bank.record_rejection(file.partition_key, file.relative, exc.reason, run_id)
-        log.error("rejected %s", exc)
-        return outcome
-    with bank.writing() as db:
-        versions = db.sources_for_partition(file.partition_key)
-        latest = versions[-1] if versions else None
-        outcome.sha256 = content.sha256
-        if latest is not None and latest.sha256 == content.sha256:
-            outcome.status, outcome.source_id, outcome.version = "unchanged", latest.id, latest.version
-            return outcome
-        doc = SourceDocument(
-            id=stable_id("src", file.relative, content.sha256), path=file.relative,
-            partition_key=file.partition_key, sha256=content.sha256, version=(latest.version + 1) if latest else 1,
-            title=content.title, bytes=len(content.text.encode("utf-8")), tags=content.tags,
-            supersedes=latest.id if latest else None, provenance=provenance, run_id=run_id, body=content.text,
-        )
-        bank.add_source(doc)
-        if latest is not None and latest.status == Status.ACTIVE:
-            bank.supersede_source(latest, run_id)
-        outcome.status = "new_version" if latest else "new"
-        outcome.source_id, outcome.version = doc.id, doc.version
-        return outcome
-
-
 def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str | None = None,
-                   batch_size: int = 256) -> list[SourceOutcome]:
-    """`ingest_source` for many files, holding the write lock per batch rather than per file."""
+                   batch_size: int = 500, provenance: str = "corpus") -> list[SourceOutcome]:
+    """Store each file as a new layer-0 version if its content is new, superseding the previous version.
+
+    Files are read and validated outside the lock; each batch is then written in one short session.
+    """
     outcomes: list[SourceOutcome] = []
     for start in range(0, len(files), batch_size):
-        with bank.writing():
-            outcomes.extend(ingest_source(bank, f, root, run_id) for f in files[start : start + batch_size])
+        batch = files[start : start + batch_size]
+        contents: dict[str, object] = {}
+        for file in batch:
+            try:
+                contents[file.partition_key] = read_document(file, root, bank.settings.max_doc_bytes)
+            except DocumentError as exc:
+                contents[file.partition_key] = exc
+        with bank.writing() as db:
+            latest = db.latest_versions([f.partition_key for f in batch])
+            stale = _versions_to_supersede(db, [f.partition_key for f in batch])
+            new_docs, superseded, rejected = [], [], []
+            for file in batch:
+                outcome, content = SourceOutcome(file.partition_key, file.relative, "rejected"), contents[file.partition_key]
+                outcomes.append(outcome)
+                if isinstance(content, DocumentError):
+                    outcome.reason = content.reason
+                    rejected.append((file.partition_key, file.relative, content.reason))
+                    log.error("rejected %s", content)
+                    continue
+                previous = latest.get(file.partition_key)
+                outcome.sha256 = content.sha256
+                if previous is not None and previous.sha256 == content.sha256:
+                    outcome.status, outcome.source_id, outcome.version = "unchanged", previous.id, previous.version
+                    # older versions left active by a run that died before superseding them
+                    superseded.extend(d for d in stale.get(file.partition_key, []) if d.id != previous.id)
+                    continue
+                version = (previous.version + 1) if previous else 1
+                doc = SourceDocument(
+                    id=source_id(file.relative, content.sha256, version), path=file.relative,
+                    partition_key=file.partition_key, sha256=content.sha256, version=version, title=content.title,
+                    bytes=len(content.text.encode("utf-8")), tags=content.tags,
+                    supersedes=previous.id if previous else None, provenance=provenance, run_id=run_id,
+                    body=content.text,
+                )
+                new_docs.append(doc)
+                superseded.extend(stale.get(file.partition_key, []))
+                outcome.status = "new_version" if previous else "new"
+                outcome.source_id, outcome.version = doc.id, doc.version
+            bank.add_sources(new_docs)
+            bank.supersede_sources(superseded, run_id)
+            if rejected:
+                bank.record_rejections(rejected, run_id)
     return outcomes
+
+
+def source_id(relative: str, sha256: str, version: int) -> str:
+    """The id of a layer-0 version. Versions after the first include their number, so a file changed
+    back to earlier content (A, B, A) gets a third version instead of colliding with the first."""
+    return stable_id("src", relative, sha256) if version == 1 else stable_id("src", relative, sha256, f"v{version}")
+
+
+def _versions_to_supersede(db, partition_keys: list[str]) -> dict[str, list[SourceDocument]]:
+    """Versions of these partitions that are active, or superseded with objects still active (a run that
+    died half-way through superseding); superseding them again is idempotent."""
+    rows = db.sql(
+        "SELECT id FROM sources s WHERE partition_key IN (SELECT unnest(?)) AND (status = 'active' OR EXISTS "
+        "(SELECT 1 FROM objects o WHERE o.status = 'active' AND len(o.source_ids) = 1 AND o.source_ids[1] = s.id))",
+        [list(partition_keys)],
+    )
+    found: dict[str, list[SourceDocument]] = {}
+    for doc in db.sources_by_ids([r[0] for r in rows]):
+        found.setdefault(doc.partition_key, []).append(doc)
+    return found
 
 
 def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run_id: str | None = None,
@@ -159,9 +190,6 @@ def remember_note(bank: Bank, text: str, title: str | None, tags: list[str], age
         title=title or text.strip().split("\n", 1)[0][:80], bytes=len(content.encode("utf-8")), tags=tags,
         provenance=f"agent:{agent}", run_id=f"agent:{agent}", body=content,
     )
-    with bank.reading() as db:
-        exists = db.get_source(doc.id) is not None
-    if not exists:
-        bank.add_source(doc)
+    bank.add_sources([doc])
     extract_sources(bank, [doc.id], get_extractor(bank.settings), run_id=f"agent:{agent}")
     return doc

@@ -46,6 +46,47 @@ def objects_of_run(bank: Bank, run_id: str, layer: int, sample: int = 2000) -> l
     with bank.reading() as db:
         ids = [r[0] for r in db.sql("SELECT id FROM objects WHERE run_id = ? AND layer = ?", [run_id, layer])]
         if not ids:
-            ids = [r[0] for r in db.sql("SELECT id FROM objects WHERE layer = ? USING SAMPLE reservoir(? ROWS)",
-                                        [layer, sample])]
+            # DuckDB takes no parameter in a sample clause, and samples before WHERE: filter in a subquery
+            ids = [r[0] for r in db.sql(f"SELECT id FROM (SELECT id FROM objects WHERE layer = ?) "
+                                        f"USING SAMPLE reservoir({int(sample)} ROWS)", [layer])]
     return ids
+
+
+def dangling_references(bank: Bank, limit: int = 50) -> list[str]:
+    """Edges, `derived_from` ids and merge pointers that name an id that does not exist."""
+    with bank.reading() as db:
+        rows = db.sql(
+            """
+            WITH ids AS (SELECT id FROM objects)
+            SELECT 'edge ' || e.id || ' -> ' || x.ref FROM edges e,
+                   LATERAL (SELECT unnest([e.head, e.tail]) AS ref) x
+            WHERE x.ref NOT IN (SELECT id FROM ids)
+            UNION ALL
+            SELECT 'derived_from of ' || o.id || ' -> ' || d FROM objects o, unnest(o.derived_from) AS t(d)
+            WHERE d NOT IN (SELECT id FROM ids) AND d NOT IN (SELECT id FROM sources)
+            LIMIT ?
+            """,
+            [limit],
+        )
+    return [r[0] for r in rows]
+
+
+def unresolved_merges(bank: Bank, limit: int = 50) -> list[str]:
+    """Merged objects whose pointer does not lead to an active canonical object."""
+    with bank.reading() as db:
+        rows = db.sql(
+            """
+            SELECT o.id || ' -> ' || coalesce(json_extract_string(o.data, '$.merged_into'), 'nothing')
+            FROM objects o LEFT JOIN objects s ON s.id = json_extract_string(o.data, '$.merged_into')
+            WHERE o.status = 'merged' AND (s.id IS NULL OR s.status <> 'active') LIMIT ?
+            """,
+            [limit],
+        )
+    return [r[0] for r in rows]
+
+
+def contradiction_counts(bank: Bank) -> list[tuple[str, int]]:
+    """(cycle, contradictions existing after it) for every finished cycle, oldest first."""
+    with bank.reading() as db:
+        return db.sql("SELECT key, CAST(json_extract(counts, '$.contradictions_total') AS INTEGER) FROM cycles "
+                      "WHERE counts IS NOT NULL ORDER BY number")

@@ -21,6 +21,8 @@ class ModelError(ValueError):
 
 class MemoryType(str, Enum):
     CONCEPT = "concept"
+    CANONICAL_CONCEPT = "canonical_concept"
+    CANONICAL_ENTITY = "canonical_entity"
     CLAIM = "claim"
     ENTITY = "entity"
     RELATIONSHIP = "relationship"
@@ -241,6 +243,57 @@ class Relationship(MemoryObject):
         return self.evidence or self.title
 
 
+class CanonicalEntity(Entity):
+    """Layer 2: one real-world entity that several documents name, possibly under different names."""
+
+    layer: ClassVar[int] = 2
+    folder: ClassVar[str] = "entities"
+    id_prefix: ClassVar[str] = "cen"
+
+    type: MemoryType = MemoryType.CANONICAL_ENTITY
+    members: list[str] = Field(default_factory=list)
+
+
+class CanonicalConcept(Concept):
+    """Layer 2: one concept merged from its mentions across documents (or split off an overloaded one)."""
+
+    layer: ClassVar[int] = 2
+    folder: ClassVar[str] = "concepts"
+    id_prefix: ClassVar[str] = "ccn"
+
+    type: MemoryType = MemoryType.CANONICAL_CONCEPT
+    members: list[str] = Field(default_factory=list)
+    sense: str = ""
+
+
+class Grouping(MemoryObject):
+    """Layer 2: a set of objects that belong together (embedding cluster, graph community, taxonomy node)."""
+
+    layer: ClassVar[int] = 2
+    node: ClassVar[NodeType] = NodeType.CONCEPT
+    members: list[str] = Field(default_factory=list)
+    method: str = ""
+
+
+class Cluster(Grouping):
+    folder: ClassVar[str] = "clusters"
+    id_prefix: ClassVar[str] = "clu"
+    type: MemoryType = MemoryType.CLUSTER
+
+
+class Community(Grouping):
+    folder: ClassVar[str] = "communities"
+    id_prefix: ClassVar[str] = "com"
+    type: MemoryType = MemoryType.COMMUNITY
+
+
+class Taxonomy(Grouping):
+    folder: ClassVar[str] = "taxonomy"
+    id_prefix: ClassVar[str] = "tax"
+    type: MemoryType = MemoryType.TAXONOMY
+    broader: str | None = None
+
+
 class Insight(MemoryObject):
     layer: ClassVar[int] = 3
     folder: ClassVar[str] = "insights"
@@ -345,6 +398,11 @@ class Plan(MemoryObject):
 MODEL_BY_TYPE: dict[MemoryType, type[MemoryObject]] = {
     MemoryType.CONCEPT: Concept,
     MemoryType.ENTITY: Entity,
+    MemoryType.CANONICAL_ENTITY: CanonicalEntity,
+    MemoryType.CANONICAL_CONCEPT: CanonicalConcept,
+    MemoryType.CLUSTER: Cluster,
+    MemoryType.COMMUNITY: Community,
+    MemoryType.TAXONOMY: Taxonomy,
     MemoryType.CLAIM: Claim,
     MemoryType.RELATIONSHIP: Relationship,
     MemoryType.INSIGHT: Insight,

@@ -175,6 +175,27 @@ class MemoryBank:
         with self._bank.reading() as db:
             return self._engine.recall_documents(db, question, k=k)
 
+    def contradictions(self, resolution: str | None = None) -> list[dict[str, Any]]:
+        """Every contradiction with both sides (statement, source path, span) and its lifecycle state."""
+        with self._bank.reading() as db:
+            found = [c for c in db.list_objects(type="contradiction", limit=1_000_000)
+                     if resolution is None or c.resolution == resolution]
+            claims = db.get_objects(sorted({i for c in found for i in c.claim_ids}))
+            sources = {d.id: d for d in db.sources_by_ids(sorted({s for o in claims.values() for s in o.source_ids}))}
+        out = []
+        for c in found:
+            sides = []
+            for claim_id in c.claim_ids:
+                claim = claims.get(claim_id)
+                source = sources.get(claim.source_ids[0]) if claim and claim.source_ids else None
+                span = claim.source_spans[0].model_dump() if claim and claim.source_spans else None
+                sides.append({"id": claim_id, "statement": claim.text() if claim else None,
+                              "source": {"id": source.id, "path": source.path, "title": source.title, "span": span}
+                              if source else None})
+            out.append({"id": c.id, "title": c.title, "attribute": c.attribute, "resolution": c.resolution,
+                        "confidence": c.confidence, "sides": sides})
+        return out
+
     # ---- write ----------------------------------------------------------------------------
 
     def _writable(self) -> None:

@@ -17,6 +17,11 @@ telemetry:
 concurrency:
   pools:
     default_limit: 1
+# Ingest and evolution runs carry the tag smb/writer: one at a time, so a cycle never races an ingest.
+run_queue:
+  tag_concurrency_limits:
+    - key: smb/writer
+      limit: 1
 """
 
 #: Documents per in-process run; each run is one Dagster run with a partition range.
@@ -24,9 +29,11 @@ DOCUMENTS_PER_RUN = 5000
 
 
 def use_compact_planned_events() -> None:
-    """One "materialization planned" event per asset for a partition-range run instead of one per
-    partition: with SQLite run storage, thousands of per-partition events take minutes to record."""
+    """Make partition-range runs cheap to record: one "materialization planned" event per asset
+    instead of one per partition, and per-partition materialization events written in batches.
+    With SQLite run storage, thousands of single-event writes otherwise take minutes."""
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
 
 
 def dagster_home(bank_dir: Path) -> Path:
@@ -72,13 +79,7 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
     ordered = [*existing, *new_keys]
     wanted = {f.partition_key for f in files}
     job = defs().resolve_job_def("ingest")
-    run_config = {
-        "resources": {"bank": {"config": {
-            "bank_dir": str(Path(settings.memory_bank_dir).resolve()),
-            "kbmd_dir": str(Path(settings.kbmd_dir).resolve()),
-        }}},
-        "loggers": {"console": {"config": {"log_level": log_level}}},
-    }
+    run_config = _run_config(settings, log_level)
     report = RunReport(documents=len(files))
     for first, last in contiguous_ranges(ordered, wanted, DOCUMENTS_PER_RUN):
         result = job.execute_in_process(
@@ -88,6 +89,37 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
         if not result.success:
             report.failures.extend(_failure_messages(result))
     return report
+
+
+def run_evolve(settings: Settings, instance: dg.DagsterInstance | None = None,
+               log_level: str = "WARNING") -> tuple[str, RunReport]:
+    """Start the next evolution cycle and run it in-process; returns the cycle key and the run."""
+    from smb_core.bank import Bank
+    from smb_core.evolve.cycle import next_cycle_key
+    from smb_pipeline.definitions import defs
+    from smb_pipeline.defs.partitions import cycles
+
+    use_compact_planned_events()
+    instance = instance or instance_for(settings.memory_bank_dir)
+    key = next_cycle_key(Bank(settings=settings))
+    instance.add_dynamic_partitions(cycles.name, [key])
+    result = defs().resolve_job_def("evolve").execute_in_process(
+        instance=instance, partition_key=key, run_config=_run_config(settings, log_level), raise_on_error=False,
+    )
+    report = RunReport(run_ids=[result.run_id])
+    if not result.success:
+        report.failures.extend(_failure_messages(result))
+    return key, report
+
+
+def _run_config(settings: Settings, log_level: str) -> dict:
+    return {
+        "resources": {"bank": {"config": {
+            "bank_dir": str(Path(settings.memory_bank_dir).resolve()),
+            "kbmd_dir": str(Path(settings.kbmd_dir).resolve()),
+        }}},
+        "loggers": {"console": {"config": {"log_level": log_level}}},
+    }
 
 
 def _failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:

@@ -50,6 +50,27 @@ def normalise_name(name: str) -> str:
     return " ".join(text.split())
 
 
+_HONORIFIC = re.compile(r"^(dr|mr|mrs|ms|prof|sir|dame|lord|lady|st|saint)\s+")
+#: A trailing parenthesised qualifier, as in "Mercury (planet)" or "Algiers (film)".
+QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def blocking_keys(name: str) -> set[str]:
+    """Keys under which surface forms of one name meet: exact, without qualifier/honorific, and
+    `acronym:` keys that join an acronym ("HNSW") to its expansion, but never two expansions."""
+    base = normalise_name(name)
+    keys = {base}
+    unqualified = normalise_name(QUALIFIER.sub("", name))
+    keys.add(_HONORIFIC.sub("", unqualified))
+    words = [w for w in unqualified.split() if w not in {"of", "and", "for", "the"}]
+    if len(words) >= 2:
+        keys.add("acronym:" + "".join(w[0] for w in words))
+    compact = re.sub(r"[^A-Za-z]", "", QUALIFIER.sub("", name))
+    if compact.isupper() and 2 <= len(compact) <= 6 and len(name.split()) == 1:
+        keys.add("acronym:" + compact.lower())
+    return {k for k in keys if len(k) >= 2}
+
+
 def make_span(doc: SourceDocument, text: str, start: int, end: int) -> SourceSpan:
     """A span with character offsets into `text` and the 1-based lines they cover."""
     line_start = text.count("\n", 0, start) + 1

@@ -15,7 +15,7 @@ import threading
 from collections import Counter
 
 from smb_core.extract.base import Extraction, make_span, normalise_name, object_id
-from smb_core.extract.markdown_text import blocks
+from smb_core.extract.markdown_text import blocks, front_matter_end
 from smb_core.model import (
     Claim, Concept, Edge, EdgeType, Entity, EntityKind, Relationship, SourceDocument,
 )
@@ -65,7 +65,7 @@ def load_spacy():
 class NLPExtractor:
     name = "nlp"
     #: Bump when extraction rules change, so already extracted versions are extracted again.
-    version = "nlp-1"
+    version = "nlp-2"
 
     def extract(self, doc: SourceDocument, text: str) -> Extraction:
         return self.extract_many([(doc, text)])[0]
@@ -136,8 +136,11 @@ class _DocumentExtraction:
         title = self.doc.title.strip()
         if not title or len(title.split()) > 10:
             return None
-        start = self.text.find(title)
-        start, end = (start, start + len(title)) if start >= 0 else (0, min(len(self.text), len(title)))
+        # Prefer the heading in the body over the front matter's `title:`; a title that is not in the
+        # text at all (one made from the file name) gets no span rather than a span of unrelated text.
+        start = self.text.find(title, front_matter_end(self.text))
+        start = start if start >= 0 else self.text.find(title)
+        start, end = (start, start + len(title)) if start >= 0 else (None, None)
         kind = EntityKind.OTHER
         for block, sdoc in self.parsed[:1]:
             if block.heading and sdoc.ents and len(sdoc.ents[0].text) >= 0.6 * len(block.text):
@@ -147,17 +150,18 @@ class _DocumentExtraction:
             entity.tags = [*entity.tags, "document-subject"]
         return entity
 
-    def _entity(self, name: str, kind: EntityKind, start: int, end: int, context: str = "") -> Entity | None:
+    def _entity(self, name: str, kind: EntityKind, start: int | None, end: int | None,
+                context: str = "") -> Entity | None:
         name = " ".join(name.split()).strip(" .,;:'\"()")
         key = normalise_name(name)
         if len(key) < 2 or key.isdigit():
             return None
-        span = make_span(self.doc, self.text, start, end)
+        span = make_span(self.doc, self.text, start, end) if start is not None else None
         entity = self.entities.get(key)
         if entity is None:
             entity = Entity(
                 id=object_id(Entity, self.doc, "entity", key), title=name, entity_kind=kind, confidence=0.6,
-                source_ids=[self.doc.id], source_spans=[span], tags=self.tags,
+                source_ids=[self.doc.id], source_spans=[span] if span else [], tags=self.tags,
                 description=_shorten(" ".join(context.split()), 240),
             )
             self.entities[key] = entity
@@ -167,7 +171,7 @@ class _DocumentExtraction:
                 entity.aliases = [*entity.aliases, name]
             if entity.entity_kind == EntityKind.OTHER and kind != EntityKind.OTHER:
                 entity.entity_kind = kind
-            if len(entity.source_spans) < 5:
+            if span is not None and len(entity.source_spans) < 5:
                 entity.source_spans = [*entity.source_spans, span]
         return entity
 
@@ -175,12 +179,13 @@ class _DocumentExtraction:
         concept = self.concepts.get(key)
         if concept is None:
             concept = Concept(
-                id=object_id(Concept, self.doc, "concept", key), title=key, confidence=0.5,
+                id=object_id(Concept, self.doc, "concept", key), title=surface.lower(), confidence=0.5,
                 source_ids=[self.doc.id], source_spans=[make_span(self.doc, self.text, start, end)], tags=self.tags,
                 description=_shorten(" ".join(context.split()), 240),
+                aliases=[key] if key != surface.lower() else [],
             )
             self.concepts[key] = concept
-        if surface.lower() != key and surface not in concept.aliases and len(concept.aliases) < 10:
+        if surface.lower() not in (key, concept.title) and surface not in concept.aliases and len(concept.aliases) < 10:
             concept.aliases = [*concept.aliases, surface]
         return concept
 
@@ -192,7 +197,7 @@ class _DocumentExtraction:
         subj = next((t for t in root.children if t.dep_ in ("nsubj", "nsubjpass", "csubj")), None)
         if subj is None:
             return None
-        subject_text = " ".join(t.text for t in subj.subtree) if subj.pos_ != "PRON" else subj.text
+        subject_text = _words(subj.subtree) if subj.pos_ != "PRON" else subj.text
         about = self._entity_at(offset + subj.idx, offset + subj.idx + len(subj.text))
         if subj.pos_ == "PRON" and subj.lower_ in _PRONOUNS:
             about = last_person if subj.lower_ in ("he", "she", "his", "her", "him") and last_person else subject_entity
@@ -210,7 +215,7 @@ class _DocumentExtraction:
             claim = Claim(
                 id=object_id(Claim, self.doc, "claim", key), title=_shorten(statement), statement=statement,
                 subject=subject_text, predicate=("not " if negated else "") + root.lemma_,
-                object=" ".join(t.text for t in obj.subtree) if obj is not None else "", negated=negated,
+                object=_words(obj.subtree) if obj is not None else "", negated=negated,
                 confidence=0.6, source_ids=[self.doc.id], source_spans=[make_span(self.doc, self.text, start, end)],
                 tags=self.tags, derived_from=[about.id] if about else [],
             )
@@ -270,6 +275,11 @@ def _concept_chunks(sdoc) -> list[tuple[str, str, int, int, str]]:
             out.append((key, " ".join(t.text for t in tokens), tokens[0].idx, tokens[-1].idx + len(tokens[-1]),
                         chunk.sent.text))
     return out
+
+
+def _words(tokens) -> str:
+    """Tokens joined by single spaces (markup blanked to spaces leaves whitespace tokens behind)."""
+    return " ".join(t.text for t in tokens if not t.is_space)
 
 
 def _shorten(text: str, limit: int = 120) -> str:

@@ -79,6 +79,9 @@ class GraphStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         line = json.dumps(batch, ensure_ascii=False).encode("utf-8") + b"\n"
         with self.log_path.open("ab") as handle:
+            if handle.seek(0, os.SEEK_END) > self._log_offset:
+                # A torn last line of a crashed writer: cut it off, or our line would be glued to it.
+                handle.truncate(self._log_offset)
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())

@@ -12,7 +12,7 @@ from smb_core.model import MODEL_BY_TYPE, MemoryObject, SourceDocument, from_mar
 LAYER_FOLDERS: dict[int, list[str]] = {
     0: ["source"],
     1: ["concepts", "claims", "entities", "relationships"],
-    2: ["concepts", "clusters", "communities", "taxonomy"],
+    2: ["entities", "concepts", "clusters", "communities", "taxonomy"],
     3: ["insights", "contradictions", "questions"],
     4: ["syntheses", "abstractions"],
     5: ["narratives", "timelines", "evolution"],

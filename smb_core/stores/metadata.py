@@ -46,6 +46,17 @@ CREATE TABLE IF NOT EXISTS rejections (
     partition_key VARCHAR NOT NULL, path VARCHAR NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR,
     recorded_at TIMESTAMPTZ DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS cycles (
+    key VARCHAR PRIMARY KEY, number INTEGER NOT NULL, run_id VARCHAR, started TIMESTAMPTZ, finished TIMESTAMPTZ,
+    counts JSON
+);
+CREATE TABLE IF NOT EXISTS cycle_sources (
+    cycle VARCHAR NOT NULL, source_id VARCHAR NOT NULL, partition_key VARCHAR, sha256 VARCHAR
+);
+CREATE TABLE IF NOT EXISTS merges (
+    cycle VARCHAR, survivor VARCHAR NOT NULL, member VARCHAR NOT NULL, score DOUBLE, signals JSON,
+    redirected_edges JSON, undone BOOLEAN DEFAULT false, recorded_at TIMESTAMPTZ DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT NULL, type VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
@@ -63,6 +74,9 @@ CREATE INDEX IF NOT EXISTS lex_unit ON lex_postings (unit);
 CREATE INDEX IF NOT EXISTS sources_partition ON sources (partition_key);
 """
 
+
+_SOURCE_COLUMNS = ["id", "path", "partition_key", "sha256", "version", "title", "bytes", "ingested_at", "status",
+                   "supersedes", "provenance", "run_id", "tags"]
 
 #: Files whose schema this process has already created (creating it again costs a round of DDL).
 _SCHEMA_READY: set[Path] = set()
@@ -102,13 +116,12 @@ class MetadataStore:
 
     # ---- writes ---------------------------------------------------------------------------
 
-    def upsert_source(self, doc: SourceDocument) -> None:
-        """Insert a layer-0 version row, or update it (only its status can change)."""
-        self.con.execute(
-            "INSERT OR REPLACE INTO sources VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [doc.id, doc.path, doc.partition_key, doc.sha256, doc.version, doc.title, doc.bytes,
-             doc.ingested_at, doc.status.value, doc.supersedes, doc.provenance, doc.run_id, doc.tags],
-        )
+    def insert_sources(self, docs: Sequence[SourceDocument]) -> None:
+        """Insert new layer-0 version rows (their status is the only thing that ever changes later)."""
+        self.insert_rows("sources", _SOURCE_COLUMNS, [
+            (d.id, d.path, d.partition_key, d.sha256, d.version, d.title, d.bytes, d.ingested_at, d.status.value,
+             d.supersedes, d.provenance, d.run_id, d.tags) for d in docs
+        ])
 
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                     replace: bool = False) -> None:
@@ -203,6 +216,17 @@ class MetadataStore:
         rows = self._sources("WHERE id = ?", [source_id])
         return rows[0] if rows else None
 
+    def sources_by_ids(self, ids: Sequence[str]) -> list[SourceDocument]:
+        return self._sources("WHERE id IN (SELECT unnest(?))", [list(ids)])
+
+    def latest_versions(self, partition_keys: Sequence[str]) -> dict[str, SourceDocument]:
+        """The newest version of each partition that has one."""
+        docs = self._sources(
+            "WHERE (partition_key, version) IN (SELECT (partition_key, max(version)) FROM sources "
+            "WHERE partition_key IN (SELECT unnest(?)) GROUP BY partition_key)", [list(partition_keys)]
+        )
+        return {d.partition_key: d for d in docs}
+
     def sources(self, status: str | None = None) -> list[SourceDocument]:
         return self._sources("WHERE status = ?" if status else "", [status] if status else [])
 
@@ -216,13 +240,9 @@ class MetadataStore:
 
     def _sources(self, where: str, params: list) -> list[SourceDocument]:
         rows = self.con.execute(
-            f"SELECT id, path, partition_key, sha256, version, title, bytes, ingested_at, status, supersedes, "
-            f"provenance, run_id, tags FROM sources {where} ORDER BY path, version",
-            params,
+            f"SELECT {', '.join(_SOURCE_COLUMNS)} FROM sources {where} ORDER BY path, version", params
         ).fetchall()
-        keys = ["id", "path", "partition_key", "sha256", "version", "title", "bytes", "ingested_at", "status",
-                "supersedes", "provenance", "run_id", "tags"]
-        return [SourceDocument.model_validate(dict(zip(keys, r))) for r in rows]
+        return [SourceDocument.model_validate(dict(zip(_SOURCE_COLUMNS, r))) for r in rows]
 
     def count_by_type(self, status: str | None = None) -> dict[str, int]:
         where, params = _filters(status=status)
@@ -243,9 +263,8 @@ def _filters(**conditions: Any) -> tuple[str, list]:
 
 def _linkable_names(obj: MemoryObject) -> list[str]:
     """Normalised names under which an entity or concept can be found from a question."""
-    from smb_core.extract.base import normalise_name
+    from smb_core.extract.base import blocking_keys
 
-    if obj.type.value not in ("entity", "concept"):
+    if not hasattr(obj, "aliases"):
         return []
-    names = {normalise_name(obj.title), *(normalise_name(a) for a in getattr(obj, "aliases", []))}
-    return sorted(n for n in names if n)
+    return sorted({k for name in [obj.title, *obj.aliases] for k in blocking_keys(name)})

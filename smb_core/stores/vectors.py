@@ -75,6 +75,20 @@ class VectorStore:
         )
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
+    def query_many(self, embeddings: list[np.ndarray], k: int,
+                   where: dict[str, Any] | None = None) -> list[list[tuple[str, float]]]:
+        """Nearest objects for each of several vectors in one call, as lists of (id, cosine similarity)."""
+        count = self.count()
+        if count == 0 or not embeddings:
+            return [[] for _ in embeddings]
+        out: list[list[tuple[str, float]]] = []
+        for start in range(0, len(embeddings), 500):
+            result = self.collection.query(query_embeddings=embeddings[start : start + 500],
+                                           n_results=min(k, count), where=where or None, include=["distances"])
+            out.extend([(i, 1.0 - d) for i, d in zip(ids, dists)]
+                       for ids, dists in zip(result["ids"], result["distances"]))
+        return out
+
     def query_with_source(self, embedding: np.ndarray, k: int,
                           where: dict[str, Any] | None = None) -> list[tuple[str, float, str]]:
         """Nearest objects as (id, cosine similarity, first source document id), best first."""

@@ -6,6 +6,7 @@ for key ranges), so thousands of new files need a few runs, not thousands.
 
 
 from collections import Counter
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -27,10 +28,13 @@ POOL = "smb_bank"
     group_name="ingest",
     kinds={"markdown", "duckdb"},
 )
-def source(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.MaterializeResult:
+def source(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> Iterator[dg.AssetObservation |
+                                                                                   dg.MaterializeResult]:
     """Layer 0: an immutable, content-hashed copy of each document. A changed file becomes a new
     version and the old one is kept (marked superseded). Bad files are rejected with their reason;
     a run in which every file is rejected fails with those reasons."""
+    # A generator, so the rejection observations are recorded even when the run then fails
+    # (events logged with `context.log_event` are dropped when the asset raises).
     memory = bank.open()
     files = files_for_partitions(bank.corpus_dir, list(context.partition_keys))
     missing = [key for key, f in files.items() if f is None]
@@ -39,10 +43,10 @@ def source(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.Ma
     rejected = [o for o in outcomes if o.status == "rejected"]
     for outcome in rejected:
         context.log.error(f"rejected {outcome.path}: {outcome.reason}")
-        context.log_event(dg.AssetObservation(
+        yield dg.AssetObservation(
             asset_key=context.asset_key, partition=outcome.partition_key,
             metadata={"path": outcome.path, "rejected": outcome.reason},
-        ))
+        )
     for key in missing:
         context.log.warning(f"partition {key}: its file is no longer in {bank.corpus_dir}; earlier versions stay")
     if outcomes and len(rejected) == len(outcomes):
@@ -55,7 +59,7 @@ def source(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.Ma
     table = "\n".join(
         f"| `{o.path}` | {o.status} | {o.version or ''} | {(o.sha256 or '')[:12]} | {o.reason} |" for o in outcomes[:50]
     )
-    return dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata={
         "documents": len(outcomes),
         **{f"status_{k}": v for k, v in sorted(statuses.items())},
         "missing_files": len(missing),
@@ -96,6 +100,6 @@ def extracted(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg
 
 
 ingest_job = dg.define_asset_job(
-    "ingest", selection=[source, extracted], partitions_def=documents,
+    "ingest", selection=[source, extracted], partitions_def=documents, tags={"smb/writer": "bank"},
     description="Layers 0-1 for a range of documents (what the sensor and `smb ingest` launch).",
 )

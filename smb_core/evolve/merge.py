@@ -1,0 +1,276 @@
+"""Deduplicate entities and concepts across documents into canonical layer-2 objects.
+
+Candidates are found without comparing all pairs: blocking keys (normalised name, name without a
+parenthesised qualifier or honorific, acronym) looked up in SQL, plus the nearest neighbours of each
+new object's vector in Chroma. A pair is merged on several signals: name similarity, vector
+similarity, compatible kind (a person is never merged with a place: homonyms stay apart) and shared
+neighbours. Members keep their layer-1 files, get status `merged` and a pointer to the canonical
+object; their edges are redirected to it; every merge is recorded in the `merges` table so that
+`undo_merge` can restore it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from smb_core.bank import Bank
+from smb_core.evolve.cycle import Cycle
+from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name
+from smb_core.model import (
+    CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
+    stable_id,
+)
+
+NAME_SIMILAR = 0.88
+VECTOR_SIMILAR = 0.86
+ANN_NEIGHBOURS = 8
+
+
+@dataclass
+class MergeResult:
+    canonical: list[MemoryObject] = field(default_factory=list)
+    merged_members: int = 0
+    groups: int = 0
+    redirected_edges: int = 0
+
+
+def _kinds_compatible(a: MemoryObject, b: MemoryObject) -> bool:
+    if a.type != b.type:
+        return False
+    if isinstance(a, Entity) and isinstance(b, Entity):
+        return a.entity_kind == b.entity_kind or EntityKind.OTHER in (a.entity_kind, b.entity_kind)
+    return True
+
+
+def name_similarity(a: str, b: str) -> float:
+    """1.0 when two names share a blocking key (same name, or acronym and expansion), else string similarity."""
+    if blocking_keys(a) & blocking_keys(b):
+        return 1.0
+    return max(difflib.SequenceMatcher(None, normalise_name(a), normalise_name(b)).ratio(), _token_match(a, b))
+
+
+def _token_match(a: str, b: str) -> float:
+    """Share of the shorter name's words found in the longer one, allowing abbreviations
+    ("Labs" ~ "Laboratories") and a surname standing for a full name ("Okafor" ~ "Mara Okafor")."""
+    short, long = sorted((normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()),
+                         key=len)
+    if not short:
+        return 0.0
+
+    def same(x: str, y: str) -> bool:
+        x, y = x.rstrip("s"), y.rstrip("s")
+        return x == y or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
+
+    matched = sum(any(same(w, v) for v in long) for w in short)
+    if matched < len(short):
+        return 0.0
+    if len(short) == 1 and len(long) > 1:
+        return 0.9 if same(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
+    return 0.95
+
+
+def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
+    """Names of the entities that share a claim with each object: its context in the graph."""
+    rows = db.sql(
+        """
+        SELECT e1.tail, n.name FROM edges e1
+        JOIN edges e2 ON e2.head = e1.head AND e2.tail <> e1.tail AND e2.edge_type = 'references'
+        JOIN names n ON n.object_id = e2.tail
+        WHERE e1.edge_type = 'references' AND e1.tail IN (SELECT unnest(?))
+        """,
+        [ids],
+    )
+    out: dict[str, set[str]] = defaultdict(set)
+    for object_id, name in rows:
+        out[object_id].add(name)
+    return out
+
+
+def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, dict]]:
+    """Pairs (a, b, score, signals) of layer-1 objects that name the same thing."""
+    if not new_ids:
+        return []
+    with bank.reading() as db:
+        new = db.get_objects(new_ids)
+        keys = {oid: blocking_keys(o.title) | {k for a in getattr(o, "aliases", []) for k in blocking_keys(a)}
+                for oid, o in new.items()}
+        all_keys = sorted({k for ks in keys.values() for k in ks})
+        rows = db.sql(
+            "SELECT n.name, n.object_id FROM names n JOIN objects o ON o.id = n.object_id "
+            "WHERE n.name IN (SELECT unnest(?)) AND o.layer = 1 AND o.status IN ('active', 'merged')",
+            [all_keys],
+        )
+        by_key: dict[str, set[str]] = defaultdict(set)
+        for name, object_id in rows:
+            by_key[name].add(object_id)
+        candidates: dict[str, set[str]] = defaultdict(set)
+        for oid, ks in keys.items():
+            for k in ks:
+                candidates[oid] |= by_key.get(k, set())
+        vectors = bank.vectors.get_embeddings(list(new))
+        for type_ in sorted({o.type.value for o in new.values()}):
+            ids = [oid for oid, o in new.items() if o.type.value == type_ and oid in vectors]
+            where = {"$and": [{"type": type_}, {"layer": 1}]}
+            neighbours = bank.vectors.query_many([vectors[i] for i in ids], ANN_NEIGHBOURS, where=where)
+            for oid, found in zip(ids, neighbours):
+                candidates[oid].update(other for other, similarity in found if similarity >= VECTOR_SIMILAR)
+        other_ids = sorted({c for cs in candidates.values() for c in cs} - set(new))
+        others = {**new, **db.get_objects(other_ids)}
+        context = _neighbour_names(db, sorted(others))
+    other_vectors = bank.vectors.get_embeddings(other_ids)
+    all_vectors = {**vectors, **other_vectors}
+    pairs = []
+    for oid, cands in candidates.items():
+        a = others[oid]
+        for cid in cands:
+            if cid == oid or cid not in others:
+                continue
+            b = others[cid]
+            if a.source_ids == b.source_ids or not _kinds_compatible(a, b):
+                continue  # same document: the extractor already unified same-named objects
+            names = name_similarity(a.title, b.title)
+            cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
+            shared = len(context.get(oid, set()) & context.get(cid, set()))
+            exact = normalise_name(QUALIFIER.sub("", a.title)) == normalise_name(QUALIFIER.sub("", b.title))
+            score = 0.5 * names + 0.4 * cosine + 0.1 * min(shared, 3) / 3
+            accept = (
+                (names == 1.0 and (exact or cosine >= 0.6 or shared))
+                or (names >= NAME_SIMILAR and (cosine >= VECTOR_SIMILAR or shared >= 2))
+            )
+            if accept:
+                pair = tuple(sorted((oid, cid)))
+                pairs.append((*pair, round(score, 4), {"name": round(names, 3), "cosine": round(cosine, 3),
+                                                      "shared_neighbours": shared}))
+    unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
+    return [unique[key] for key in sorted(unique)]
+
+
+def _groups(pairs: list[tuple[str, str, float, dict]]) -> list[set[str]]:
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b, *_ in pairs:
+        parent[find(a)] = find(b)
+    groups: dict[str, set[str]] = defaultdict(set)
+    for x in list(parent):
+        groups[find(x)].add(x)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
+    """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
+    pairs = find_pairs(bank, new_ids)
+    result = MergeResult()
+    groups = _groups(pairs)
+    if not groups:
+        return result
+    signals = {(a, b): (score, sig) for a, b, score, sig in pairs}
+    with bank.reading() as db:
+        members = db.get_objects(sorted({m for g in groups for m in g}))
+        existing_ids = sorted({m.merged_into for m in members.values() if getattr(m, "merged_into", None)})
+        existing = db.get_objects(existing_ids)
+        edge_rows = db.sql("SELECT id, head, tail, edge_type, weight, object_id FROM edges "
+                           "WHERE head IN (SELECT unnest($ids)) OR tail IN (SELECT unnest($ids))",
+                           {"ids": sorted(members)})
+    canonical_objects, updated_members, new_edges, removed, records = [], [], [], [], []
+    for group in groups:
+        objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
+        prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
+        canonical = _canonical(objs, prior, cycle)
+        canonical_objects.append(canonical)
+        for member in objs:
+            if member.status != Status.MERGED or member.merged_into != canonical.id:
+                member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
+                member.status_reason = f"merged into {canonical.id} in {cycle.key}"
+                updated_members.append(member)
+        member_ids = {o.id for o in objs}
+        for edge_id, head, tail, kind, weight, object_id in edge_rows:
+            if head not in member_ids and tail not in member_ids:
+                continue
+            new_head = canonical.id if head in member_ids else head
+            new_tail = canonical.id if tail in member_ids else tail
+            if new_head == new_tail:
+                continue
+            new_edges.append(Edge.between(new_head, new_tail, kind, weight))
+            removed.append({"id": edge_id, "head": head, "tail": tail, "edge_type": kind, "weight": weight,
+                            "object_id": object_id})
+        new_edges.extend(Edge.between(canonical.id, m, EdgeType.DERIVES_FROM) for m in sorted(member_ids))
+        for member in sorted(member_ids):
+            score, sig = next((signals[p] for p in signals if member in p), (1.0, {}))
+            records.append((cycle.key, canonical.id, member, score, json.dumps(sig)))
+    bank.write(canonical_objects, new_edges, run_id=cycle.run_id)
+    bank.update_objects(updated_members)
+    bank.remove_edges([(r["head"], r["tail"], r["id"]) for r in removed])
+    with bank.writing() as db:
+        by_member = defaultdict(list)
+        for r in removed:
+            by_member[r["head"]].append(r)
+            by_member[r["tail"]].append(r)
+        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "redirected_edges"],
+                       [(*rec, json.dumps(by_member.get(rec[2], []))) for rec in records])
+    result.canonical, result.groups = canonical_objects, len(groups)
+    result.merged_members, result.redirected_edges = len(updated_members), len(removed)
+    return result
+
+
+def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycle) -> MemoryObject:
+    """The canonical object of a group: the most mentioned name, everything else as aliases."""
+    lead = objs[0]
+    members = sorted({*(prior.members if prior else []), *(o.id for o in objs)})
+    aliases = sorted({n for o in objs for n in [o.title, *getattr(o, "aliases", [])]} - {lead.title}
+                     | set(prior.aliases if prior else []))
+    fields = dict(
+        title=prior.title if prior else lead.title,
+        description=lead.description,
+        aliases=aliases[:50],
+        mentions=sum(o.mentions for o in objs) + (prior.mentions if prior else 0),
+        members=members,
+        confidence=max([o.confidence for o in objs] + ([prior.confidence] if prior else [])),
+        source_ids=sorted({s for o in objs for s in o.source_ids} | set(prior.source_ids if prior else [])),
+        tags=sorted({t for o in objs for t in o.tags if t != "document-subject"} | set(prior.tags if prior else [])),
+        derived_from=members,
+        run_id=cycle.run_id,
+    )
+    if isinstance(lead, Entity):
+        kinds = Counter(o.entity_kind for o in objs if o.entity_kind != EntityKind.OTHER)
+        kind = kinds.most_common(1)[0][0] if kinds else EntityKind.OTHER
+        cid = prior.id if prior else stable_id("cen", kind.value, normalise_name(lead.title))
+        return CanonicalEntity(id=cid, entity_kind=kind, **fields)
+    cid = prior.id if prior else stable_id("ccn", normalise_name(lead.title))
+    return CanonicalConcept(id=cid, **fields)
+
+
+def undo_merge(bank: Bank, canonical_id: str) -> int:
+    """Restore the members of a canonical object and their original edges; returns members restored."""
+    with bank.reading() as db:
+        rows = db.sql("SELECT member, redirected_edges FROM merges WHERE survivor = ? AND NOT undone", [canonical_id])
+        members = db.get_objects([r[0] for r in rows])
+        canonical = db.get_object(canonical_id)
+        current_edges = db.sql("SELECT head, tail, id FROM edges WHERE head = ? OR tail = ?",
+                               [canonical_id, canonical_id])
+    restored_edges = {}
+    for _, blob in rows:
+        for e in json.loads(blob):
+            restored_edges[e["id"]] = Edge(id=e["id"], head=e["head"], tail=e["tail"], edge_type=e["edge_type"],
+                                           weight=e["weight"], object_id=e["object_id"])
+    for member in members.values():
+        member.status, member.merged_into, member.status_reason = Status.ACTIVE, None, f"merge into {canonical_id} undone"
+    bank.remove_edges([tuple(r) for r in current_edges])
+    bank.update_objects(list(members.values()))
+    bank.add_edges(list(restored_edges.values()))
+    if canonical is not None:
+        canonical.status, canonical.status_reason = Status.DEPRECATED, "merge undone"
+        bank.update_objects([canonical])
+    with bank.writing() as db:
+        db.con.execute("UPDATE merges SET undone = true WHERE survivor = ?", [canonical_id])
+    return len(members)
+

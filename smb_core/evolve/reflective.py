@@ -1,0 +1,58 @@
+"""Layer 3 for one cycle: contradictions between claims (each with a research question) and insights."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from smb_core.bank import Bank
+from smb_core.evolve import communities
+from smb_core.evolve.contradictions import find_contradictions
+from smb_core.evolve.cycle import Cycle, new_object_ids
+from smb_core.model import Edge, EdgeType, Insight, stable_id
+
+
+@dataclass
+class ReflectiveResult:
+    counts: dict[str, int] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+
+
+def run(bank: Bank, cycle: Cycle) -> ReflectiveResult:
+    result = ReflectiveResult()
+    claims = new_object_ids(bank, cycle, ("claim",))
+    found = find_contradictions(bank, claims, run_id=cycle.run_id)
+    bank.write([*found.contradictions, *found.questions], found.edges, run_id=cycle.run_id)
+    insights, edges = bridge_insights(bank, cycle)
+    bank.write(insights, edges, run_id=cycle.run_id)
+    with bank.reading() as db:
+        total = db.sql("SELECT count(*) FROM objects WHERE type = 'contradiction'")[0][0]
+    with bank.writing() as db:
+        db.con.execute("UPDATE cycles SET finished = now(), counts = ? WHERE key = ?",
+                       [json.dumps({"contradictions_total": total}), cycle.key])
+    result.counts = {"new_claims": len(claims), "contradictions_new": len(found.contradictions),
+                     "contradictions_total": total, "questions": len(found.questions), "insights": len(insights)}
+    result.summary += [f"- contradiction: {c.title}" for c in found.contradictions[:10]]
+    result.summary += [f"- insight: {i.title}" for i in insights[:10]]
+    return result
+
+
+def bridge_insights(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
+    """Entities that join otherwise separate communities, citing the communities as evidence."""
+    graph = communities.cooccurrence_graph(bank)
+    with bank.reading() as db:
+        found = [c for c in db.list_objects(type="community", status="active", limit=10_000)]
+    insights, edges = [], []
+    for node, community_ids in communities.bridge_nodes(graph, found):
+        title = graph.nodes[node]["title"]
+        insight = Insight(
+            id=stable_id("ins", "bridge", node), title=f"{title} bridges {len(community_ids)} communities",
+            description=f"{title} is named together with members of {len(community_ids)} otherwise separate "
+                        f"communities, so it connects those topics.",
+            kind="bridge_entity", evidence=community_ids, derived_from=[node, *community_ids],
+            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+        )
+        insights.append(insight)
+        edges.append(Edge.between(insight.id, node, EdgeType.EXPLAINS))
+        edges.extend(Edge.between(insight.id, c, EdgeType.REFERENCES) for c in community_ids)
+    return insights, edges
