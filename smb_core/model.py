@@ -193,7 +193,7 @@ class Entity(MemoryObject):
     merged_into: str | None = None
 
     def text(self) -> str:
-        return f"{self.title} ({self.entity_kind.value})"
+        return self.title
 
 
 class Claim(MemoryObject):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve.cycle import Cycle
-from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name
+from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
     stable_id,
@@ -26,6 +26,7 @@ from smb_core.model import (
 
 NAME_SIMILAR = 0.88
 VECTOR_SIMILAR = 0.86
+CONTEXT_SIMILAR = 0.5
 ANN_NEIGHBOURS = 8
 
 
@@ -37,17 +38,38 @@ class MergeResult:
     redirected_edges: int = 0
 
 
-def _kinds_compatible(a: MemoryObject, b: MemoryObject) -> bool:
-    if a.type != b.type:
-        return False
+#: Kind pairs that NER rarely confuses: such a pair is a homonym, not one thing mislabelled.
+#: (Organization/person/work/place confusions are common in small NER models, so they do not block.)
+_HARD_CONFLICTS = {frozenset({EntityKind.PERSON, EntityKind.PLACE}), frozenset({EntityKind.DATE, EntityKind.PERSON}),
+                   frozenset({EntityKind.DATE, EntityKind.PLACE}), frozenset({EntityKind.DATE, EntityKind.ORGANIZATION}),
+                   frozenset({EntityKind.DATE, EntityKind.WORK})}
+
+
+def _kinds_conflict(a: MemoryObject, b: MemoryObject) -> bool:
+    """The entities' kinds cannot both be right for one thing (a person is not a place)."""
     if isinstance(a, Entity) and isinstance(b, Entity):
-        return a.entity_kind == b.entity_kind or EntityKind.OTHER in (a.entity_kind, b.entity_kind)
-    return True
+        return frozenset({a.entity_kind, b.entity_kind}) in _HARD_CONFLICTS
+    return False
+
+
+def decide(names: float, multiword: bool, vector: float, context: float, shared: int, conflict: bool) -> bool:
+    """Whether two objects name the same thing, from independent signals.
+
+    The same multi-word name is enough unless the kinds conflict; a one-word entity name ("Mercury",
+    "Jordan") also needs its contexts to agree; a similar name needs a close vector or context.
+    Contexts or shared neighbours can overrule a kind conflict, because NER kinds are noisy.
+    (Concepts are terms: the same term is one concept, and `split` later separates its senses.)"""
+    agreeing_context = context >= CONTEXT_SIMILAR or shared >= 1
+    if conflict and not (context >= CONTEXT_SIMILAR + 0.1 or shared >= 2):
+        return False
+    if names == 1.0:
+        return multiword or agreeing_context
+    return names >= NAME_SIMILAR and (vector >= VECTOR_SIMILAR or agreeing_context)
 
 
 def name_similarity(a: str, b: str) -> float:
     """1.0 when two names share a blocking key (same name, or acronym and expansion), else string similarity."""
-    if blocking_keys(a) & blocking_keys(b):
+    if partner_keys(blocking_keys(a)) & blocking_keys(b):
         return 1.0
     return max(difflib.SequenceMatcher(None, normalise_name(a), normalise_name(b)).ratio(), _token_match(a, b))
 
@@ -95,7 +117,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         return []
     with bank.reading() as db:
         new = db.get_objects(new_ids)
-        keys = {oid: blocking_keys(o.title) | {k for a in getattr(o, "aliases", []) for k in blocking_keys(a)}
+        keys = {oid: partner_keys(blocking_keys(o.title) | {k for a in getattr(o, "aliases", [])
+                                                             for k in blocking_keys(a)})
                 for oid, o in new.items()}
         all_keys = sorted({k for ks in keys.values() for k in ks})
         rows = db.sql(
@@ -122,6 +145,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         context = _neighbour_names(db, sorted(others))
     other_vectors = bank.vectors.get_embeddings(other_ids)
     all_vectors = {**vectors, **other_vectors}
+    described = [o for o in others.values() if o.description]
+    contexts = dict(zip([o.id for o in described], bank.embedder.embed([o.description for o in described])))
     pairs = []
     for oid, cands in candidates.items():
         a = others[oid]
@@ -129,21 +154,18 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             if cid == oid or cid not in others:
                 continue
             b = others[cid]
-            if a.source_ids == b.source_ids or not _kinds_compatible(a, b):
+            if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
             names = name_similarity(a.title, b.title)
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
+            ctx = float(contexts[oid] @ contexts[cid]) if oid in contexts and cid in contexts else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
-            exact = normalise_name(QUALIFIER.sub("", a.title)) == normalise_name(QUALIFIER.sub("", b.title))
-            score = 0.5 * names + 0.4 * cosine + 0.1 * min(shared, 3) / 3
-            accept = (
-                (names == 1.0 and (exact or cosine >= 0.6 or shared))
-                or (names >= NAME_SIMILAR and (cosine >= VECTOR_SIMILAR or shared >= 2))
-            )
-            if accept:
+            multiword = len(normalise_name(QUALIFIER.sub("", a.title)).split()) >= 2 or not isinstance(a, Entity)
+            if decide(names, multiword, cosine, ctx, shared, _kinds_conflict(a, b)):
+                score = 0.4 * names + 0.3 * cosine + 0.2 * ctx + 0.1 * min(shared, 3) / 3
                 pair = tuple(sorted((oid, cid)))
-                pairs.append((*pair, round(score, 4), {"name": round(names, 3), "cosine": round(cosine, 3),
-                                                      "shared_neighbours": shared}))
+                pairs.append((*pair, round(score, 4), {"name": round(names, 3), "vector": round(cosine, 3),
+                                                      "context": round(ctx, 3), "shared_neighbours": shared}))
     unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
     return [unique[key] for key in sorted(unique)]
 
@@ -243,9 +265,9 @@ def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycl
     if isinstance(lead, Entity):
         kinds = Counter(o.entity_kind for o in objs if o.entity_kind != EntityKind.OTHER)
         kind = kinds.most_common(1)[0][0] if kinds else EntityKind.OTHER
-        cid = prior.id if prior else stable_id("cen", kind.value, normalise_name(lead.title))
+        cid = prior.id if prior else stable_id("cen", normalise_name(lead.title), lead.id)
         return CanonicalEntity(id=cid, entity_kind=kind, **fields)
-    cid = prior.id if prior else stable_id("ccn", normalise_name(lead.title))
+    cid = prior.id if prior else stable_id("ccn", normalise_name(lead.title), lead.id)
     return CanonicalConcept(id=cid, **fields)
 
 

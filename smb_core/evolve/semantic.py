@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
-from smb_core.evolve import communities, merge
+from smb_core.evolve import communities, merge, split, taxonomy
 from smb_core.evolve.cycle import Cycle, new_object_ids
 
 
@@ -19,6 +19,14 @@ def run(bank: Bank, cycle: Cycle) -> SemanticResult:
     result = SemanticResult()
     new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
     merged = merge.merge(bank, cycle, new_ids)
+    touched = [c.id for c in merged.canonical if c.type.value == "canonical_concept"]
+    subs, updated, split_edges = split.split_overloaded(bank, cycle, touched)
+    bank.write(subs, split_edges, run_id=cycle.run_id)
+    bank.update_objects(updated)
+    kinds, kind_edges = taxonomy.build_taxonomy(bank, cycle)
+    bank.write(kinds, kind_edges, run_id=cycle.run_id)
+    clusters, cluster_edges = taxonomy.build_clusters(bank, cycle)
+    bank.write(clusters, cluster_edges, run_id=cycle.run_id)
     found, edges = communities.detect(bank, cycle)
     bank.write(found, edges, run_id=cycle.run_id)
     result.counts = {
@@ -26,8 +34,13 @@ def run(bank: Bank, cycle: Cycle) -> SemanticResult:
         "merge_groups": merged.groups,
         "merged": merged.merged_members,
         "redirected_edges": merged.redirected_edges,
+        "split": len({e.head for e in split_edges}),
+        "senses": len(subs),
+        "taxonomy_nodes": len(kinds),
+        "clusters": len(clusters),
         "communities": len(found),
     }
+    result.summary += [f"- split **{s.title}**" for s in subs[:6]]
     result.summary += [f"- merged **{o.title}** ← {', '.join(o.aliases[:5])}" for o in merged.canonical[:10]]
     result.summary += [f"- {c.title} ({len(c.members)} members)" for c in found[:10]]
     return result

@@ -56,19 +56,30 @@ QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def blocking_keys(name: str) -> set[str]:
-    """Keys under which surface forms of one name meet: exact, without qualifier/honorific, and
-    `acronym:` keys that join an acronym ("HNSW") to its expansion, but never two expansions."""
+    """Keys under which surface forms of one name meet: exact, and without qualifier/honorific; an
+    expansion gets an `expansion:` key and an acronym an `acronym:` key, and only a pair of the two
+    meets (see `partner_keys`), so "GPU indexing" and "graph index" never do."""
     base = normalise_name(name)
     keys = {base}
     unqualified = normalise_name(QUALIFIER.sub("", name))
     keys.add(_HONORIFIC.sub("", unqualified))
     words = [w for w in unqualified.split() if w not in {"of", "and", "for", "the"}]
     if len(words) >= 2:
-        keys.add("acronym:" + "".join(w[0] for w in words))
+        keys.add("expansion:" + "".join(w[0] for w in words))
     compact = re.sub(r"[^A-Za-z]", "", QUALIFIER.sub("", name))
     if compact.isupper() and 2 <= len(compact) <= 6 and len(name.split()) == 1:
         keys.add("acronym:" + compact.lower())
     return {k for k in keys if len(k) >= 2}
+
+
+def partner_keys(keys: set[str]) -> set[str]:
+    """The keys a name's keys meet: themselves, with acronym and expansion keys swapped."""
+    swap = {"acronym:": "expansion:", "expansion:": "acronym:"}
+    out = set()
+    for key in keys:
+        prefix = next((p for p in swap if key.startswith(p)), None)
+        out.add(swap[prefix] + key[len(prefix):] if prefix else key)
+    return out
 
 
 def make_span(doc: SourceDocument, text: str, start: int, end: int) -> SourceSpan:

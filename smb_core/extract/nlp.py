@@ -258,7 +258,8 @@ class _DocumentExtraction:
         for claim in self.claims.values():
             lowered = f" {normalise_name(claim.statement)} "
             for key, concept in self.concepts.items():
-                if f" {key} " in lowered or any(f" {normalise_name(a)} " in lowered for a in concept.aliases):
+                names = [concept.title, *concept.aliases]  # the title is a surface form ("online updates")
+                if f" {key} " in lowered or any(f" {normalise_name(a)} " in lowered for a in names):
                     edge = Edge.between(claim.id, concept.id, EdgeType.REFERENCES)
                     self.edges[edge.id] = edge
 

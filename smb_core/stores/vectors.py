@@ -55,6 +55,9 @@ class VectorStore:
         SharedSystemClient.clear_system_cache()
 
     def upsert(self, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
+        ids, keep = _last_of_each(ids)  # Chroma rejects a repeated id; the other stores keep the last
+        if keep is not None:
+            embeddings, metadatas = np.asarray(embeddings)[keep], [metadatas[n] for n in keep]
         for start in range(0, len(ids), 4000):  # Chroma caps the batch size per call
             end = start + 4000
             self.collection.upsert(
@@ -62,6 +65,9 @@ class VectorStore:
             )
 
     def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        ids, keep = _last_of_each(ids)
+        if keep is not None:
+            metadatas = [metadatas[n] for n in keep]
         if ids:
             self.collection.update(ids=list(ids), metadatas=list(metadatas))
 
@@ -116,3 +122,12 @@ class VectorStore:
 
     def count(self) -> int:
         return self.collection.count()
+
+
+def _last_of_each(ids: Sequence[str]) -> tuple[list[str], list[int] | None]:
+    """The ids without repeats (each at its last position) and those positions, or None if none repeat."""
+    last = {object_id: n for n, object_id in enumerate(ids)}
+    if len(last) == len(ids):
+        return list(ids), None
+    keep = sorted(last.values())
+    return [ids[n] for n in keep], keep

@@ -1,0 +1,99 @@
+"""Split overloaded canonical concepts: one name used in clearly different senses.
+
+The sentences a concept's mentions come from are embedded and clustered (agglomerative, average
+link). When they fall into two or more well separated groups, each group becomes a focused
+sub-concept, linked from the original with `evolves_into`; the original is kept with status `split`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from smb_core.bank import Bank
+from smb_core.evolve.cycle import Cycle
+from smb_core.model import CanonicalConcept, Edge, EdgeType, Status, stable_id
+from smb_core.recall.lexical import tokenize
+
+MIN_MEMBERS = 4
+MIN_GROUP = 2
+#: Two senses are separate when the average similarity between their contexts is below this...
+SEPARATION = 0.3
+#: ...and each sense is coherent: its contexts are on average at least this similar to each other.
+COHESION = 0.45
+
+
+def sense_groups(vectors: np.ndarray, threshold: float = SEPARATION) -> list[list[int]]:
+    """Average-link agglomerative clustering: merge groups while their mean cosine is >= threshold."""
+    groups = [[i] for i in range(len(vectors))]
+    sims = vectors @ vectors.T
+    while len(groups) > 1:
+        best, pair = -1.0, None
+        for i in range(len(groups)):
+            for j in range(i + 1, len(groups)):
+                score = float(sims[np.ix_(groups[i], groups[j])].mean())
+                if score > best:
+                    best, pair = score, (i, j)
+        if best < threshold:
+            break
+        i, j = pair
+        groups[i] = groups[i] + groups.pop(j)
+    return groups
+
+
+def _cohesion(vectors: np.ndarray, group: list[int]) -> float:
+    sims = vectors[group] @ vectors[group].T
+    n = len(group)
+    return float((sims.sum() - n) / (n * (n - 1))) if n > 1 else 1.0
+
+
+def _sense_label(contexts: list[str], others: list[str], name: str) -> str:
+    """The word most typical of this group's contexts compared with the other groups'."""
+    own = Counter(w for c in contexts for w in set(tokenize(c)))
+    rest = Counter(w for c in others for w in set(tokenize(c)))
+    skip = set(tokenize(name))
+    scored = sorted(((own[w] / len(contexts)) - (rest[w] / max(1, len(others))), w) for w in own if w not in skip)
+    return scored[-1][1] if scored else "sense"
+
+
+def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None) -> tuple[list, list, list]:
+    """Returns (new sub-concepts, updated objects, edges)."""
+    with bank.reading() as db:
+        if candidate_ids is None:
+            rows = db.sql("SELECT id FROM objects WHERE type = 'canonical_concept' AND status = 'active' "
+                          "AND len(derived_from) >= ?", [MIN_MEMBERS])
+            candidate_ids = [r[0] for r in rows]
+        concepts = db.get_objects(candidate_ids)
+        members = db.get_objects(sorted({m for c in concepts.values() for m in c.members}))
+    subs, updated, edges = [], [], []
+    for concept in concepts.values():
+        group_members = [members[m] for m in concept.members if m in members and members[m].description]
+        if len(group_members) < MIN_MEMBERS or concept.status != Status.ACTIVE:
+            continue
+        contexts = [m.description for m in group_members]
+        vectors = bank.embedder.embed(contexts)
+        groups = [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]
+        if len(groups) < 2:
+            continue
+        for index, group in enumerate(groups):
+            own = [contexts[i] for i in group]
+            rest = [contexts[i] for g in groups if g is not group for i in g]
+            label = _sense_label(own, rest, concept.title)
+            ids = sorted(group_members[i].id for i in group)
+            sub = CanonicalConcept(
+                id=stable_id("ccn", concept.id, *ids[:3]), title=f"{concept.title} ({label})",
+                description=f"'{concept.title}' in the sense of {label}: {own[0]}", sense=label,
+                aliases=[concept.title], members=ids, derived_from=[concept.id, *ids],
+                source_ids=sorted({s for i in group for s in group_members[i].source_ids}),
+                confidence=concept.confidence, mentions=len(ids), run_id=cycle.run_id, tags=[cycle.tag, "split"],
+            )
+            subs.append(sub)
+            edges.append(Edge.between(concept.id, sub.id, EdgeType.EVOLVES_INTO))
+            for i in group:
+                member = group_members[i]
+                member.merged_into = sub.id
+                updated.append(member)
+        concept.status, concept.status_reason = Status.SPLIT, f"split into {len(groups)} senses in {cycle.key}"
+        updated.append(concept)
+    return subs, updated, edges

@@ -1,0 +1,199 @@
+"""Evolution cycles on real stores: merging duplicates, keeping homonyms apart, splitting, taxonomy,
+communities, and the cycle assets in a real Dagster instance."""
+
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from smb_core.bank import Bank
+from smb_core.corpus import scan
+from smb_core.evolve import merge, split, taxonomy
+from smb_core.evolve.cycle import new_object_ids, open_cycle, pending_source_count
+from smb_core.extract.base import blocking_keys, partner_keys
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.integrity import dangling_references, unresolved_merges
+from smb_core.model import Claim, Concept, Entity, EntityKind, Status, stable_id
+from tests.conftest import write_doc
+
+DOCS = {
+    "labs-history.md": "# Lumen Labs history\n\nDr. Mara Okafor founded Lumen Labs in Lisbon in 2017. "
+    "Lumen Labs builds the vector database Lumen DB. The company uses Hierarchical Navigable Small World graphs "
+    "for its vector indexes.\n",
+    "labs-funding.md": "# Funding\n\nLumen Laboratories raised a seed round from Northwind Capital in 2018. "
+    "Mara Okafor led the negotiation for Lumen Laboratories. HNSW remains the default vector index.\n",
+    "planet.md": "# Mercury the planet\n\nMercury is the smallest planet in the Solar System. "
+    "Astronomers observed Mercury from Lisbon in 2016.\n",
+    "release.md": "# Release codenames\n\nThe Mercury release of Lumen DB shipped in 2019. "
+    "Tomas Varga named the Mercury release after a mountain.\n",
+}
+
+
+def _ingest(bank: Bank, corpus: Path) -> None:
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="test")
+    extract_sources(bank, [o.source_id for o in outcomes if o.source_id], get_extractor(bank.settings), "test")
+
+
+@pytest.fixture
+def evolved(bank: Bank, settings) -> tuple[Bank, object]:
+    for name, text in DOCS.items():
+        write_doc(settings.kbmd_dir, name, text)
+    _ingest(bank, settings.kbmd_dir)
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    result = merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    return bank, result
+
+
+def _canonical_titles(bank: Bank) -> dict[str, list[str]]:
+    with bank.reading() as db:
+        objs = db.list_objects(type="canonical_entity", limit=1000)
+        members = db.get_objects([m for o in objs for m in o.members])
+    return {o.title: sorted(members[m].title for m in o.members) for o in objs}
+
+
+def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> None:
+    assert partner_keys(blocking_keys("HNSW")) & blocking_keys("Hierarchical Navigable Small World")
+    assert not partner_keys(blocking_keys("GPU indexing")) & blocking_keys("graph index")
+    assert merge.name_similarity("HNSW", "Hierarchical Navigable Small World") == 1.0
+    assert "mara okafor" in blocking_keys("Dr. Mara Okafor")
+    assert "algiers" in blocking_keys("Algiers (film)")
+
+
+def test_cycle_merges_aliases_across_documents(evolved) -> None:
+    bank, result = evolved
+    titles = _canonical_titles(bank)
+    okafor = next(members for title, members in titles.items() if "Okafor" in title)
+    assert {"Dr. Mara Okafor", "Mara Okafor"} <= set(okafor) or {"Mara Okafor"} <= set(okafor)
+    labs = next(members for title, members in titles.items() if title.startswith("Lumen Lab"))
+    assert {"Lumen Labs", "Lumen Laboratories"} <= set(labs)
+    assert result.groups >= 2 and result.merged_members >= 4
+    with bank.reading() as db:
+        merged = db.list_objects(type="entity", status="merged", limit=1000)
+        assert merged and all(m.merged_into for m in merged)
+        recorded = db.sql("SELECT count(*) FROM merges")[0][0]
+    assert recorded == sum(len(members) for members in titles.values())
+    assert unresolved_merges(bank) == []
+    assert dangling_references(bank) == []
+    assert bank.check_consistency()["consistent"]
+
+
+def _entity(doc: str, name: str, kind: str, context: str) -> Entity:
+    return Entity(id=stable_id("ent", doc, name), title=name, entity_kind=EntityKind(kind), source_ids=[doc],
+                  description=context)
+
+
+def test_homonyms_stay_apart_and_same_things_merge(bank: Bank) -> None:
+    objects = [
+        _entity("src-a", "Jordan", "person", "Jordan Whitfield joined the company as head of sales."),
+        _entity("src-b", "Jordan", "place", "The company opened an office in Amman, the capital of Jordan."),
+        _entity("src-c", "Jordan", "place", "Amman is the capital and largest city of Jordan."),
+        _entity("src-d", "Mercury", "work", "The Mercury release of the database shipped in 2019."),
+        _entity("src-e", "Mercury", "work", "Mercury is the smallest planet of the Solar System."),
+    ]
+    bank.write(objects)
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    result = merge.merge(bank, cycle, [o.id for o in objects])
+    groups = sorted(sorted(c.members) for c in result.canonical)
+    assert groups == [sorted([objects[1].id, objects[2].id])]  # the two places named Jordan, nothing else
+
+
+def test_rerunning_a_merge_changes_nothing(evolved) -> None:
+    bank, _ = evolved
+    before = bank.status()
+    cycle = open_cycle(bank, "cycle-00001", "run-2")
+    again = merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    after = bank.status()
+    assert again.merged_members == 0
+    assert after["types"] == before["types"] and after["consistent"]
+
+
+def test_undo_merge_restores_members_and_edges(evolved) -> None:
+    bank, result = evolved
+    canonical = next(c for c in result.canonical if c.type.value == "canonical_entity")
+    with bank.reading() as db:
+        edges_before = db.sql("SELECT count(*) FROM edges WHERE head = ? OR tail = ?", [canonical.id, canonical.id])[0][0]
+    restored = merge.undo_merge(bank, canonical.id)
+    with bank.reading() as db:
+        members = db.get_objects(canonical.members)
+        assert restored == len(canonical.members)
+        assert all(m.status == Status.ACTIVE and m.merged_into is None for m in members.values())
+        assert db.get_object(canonical.id).status == Status.DEPRECATED
+        assert db.sql("SELECT count(*) FROM edges WHERE head = ? OR tail = ?", [canonical.id, canonical.id])[0][0] == 0
+    assert edges_before > 0
+    assert bank.check_consistency()["consistent"]
+
+
+def test_sense_groups_separate_distinct_contexts() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=16), rng.normal(size=16)
+    rows = [a + 0.05 * rng.normal(size=16) for _ in range(3)] + [b + 0.05 * rng.normal(size=16) for _ in range(3)]
+    vectors = np.array([r / np.linalg.norm(r) for r in rows])
+    groups = sorted(sorted(g) for g in split.sense_groups(vectors))
+    assert groups == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
+    storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
+               "Compaction rewrites segment files and drops deleted rows from the storage engine.",
+               "During compaction the storage engine merges segments and reclaims disk space."]
+    memory = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
+              "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
+              "The assistant applies compaction to old chat messages so the prompt stays short."]
+    for i, sentence in enumerate(storage + memory):
+        write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
+    _ingest(bank, settings.kbmd_dir)
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    merged = merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    compaction = next(c for c in merged.canonical if c.title == "compaction")
+    assert len(compaction.members) >= 5
+    subs, updated, edges = split.split_overloaded(bank, cycle, [compaction.id])
+    assert len(subs) == 2 and all(len(s.members) >= 2 for s in subs)
+    with bank.reading() as db:
+        path_of = {d.id: d.path for d in db.sources()}
+    for sub in subs:  # each sense gathers mentions from one group of documents only
+        numbers = {int(path_of[source].split("-")[1].split(".")[0]) for source in sub.source_ids}
+        assert numbers <= {0, 1, 2} or numbers <= {3, 4, 5}
+    assert all(e.edge_type.value == "evolves_into" and e.head == compaction.id for e in edges)
+    assert next(o for o in updated if o.id == compaction.id).status == Status.SPLIT
+
+
+def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:
+    concepts = [Concept(id=stable_id("con", name), title=name, source_ids=["src-x"])
+                for name in ("index", "vector index", "graph index", "data structure", "hash table")]
+    claim = Claim(id=stable_id("clm", "h"), title="A hash table is a data structure.",
+                  statement="A hash table is a data structure.", source_ids=["src-y"])
+    bank.write([*concepts, claim])
+    kinds, edges = taxonomy.build_taxonomy(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    title = {c.id: c.title for c in concepts}
+    contains = {(title[e.head], title[e.tail]) for e in edges if e.edge_type.value == "contains"}
+    extends = {(title[e.head], title[e.tail]) for e in edges if e.edge_type.value == "extends"}
+    assert contains == {("index", "vector index"), ("index", "graph index"), ("data structure", "hash table")}
+    assert extends == {(child, parent) for parent, child in contains}
+    assert sorted(k.title for k in kinds) == ["Kinds of data structure", "Kinds of index"]
+
+
+@pytest.mark.slow
+def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus: Path) -> None:
+    from smb_core.settings import Settings
+    from smb_pipeline.runner import run_evolve, run_ingest
+
+    settings = Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=sample_corpus)
+    with dg.instance_for_test() as instance:
+        assert run_ingest(settings, instance=instance).success
+        bank = Bank(settings=settings)
+        assert pending_source_count(bank) == len(scan(sample_corpus))
+        key, report = run_evolve(settings, instance=instance)
+        assert report.success, report.failures
+        assert key == "cycle-00001" and pending_source_count(bank) == 0
+        status = bank.status()
+        assert status["types"].get("canonical_entity", 0) > 0 and status["types"].get("community", 0) > 0
+        assert status["consistent"]
+        checks = [e for e in instance.get_records_for_run(report.run_ids[0]).records
+                  if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert checks and all(e.dagster_event.event_specific_data.passed for e in checks)
+        job = __import__("smb_pipeline.definitions", fromlist=["defs"]).defs().resolve_job_def("evolve")
+        from smb_pipeline.runner import _run_config
+        again = job.execute_in_process(instance=instance, partition_key=key, run_config=_run_config(settings, "ERROR"))
+        assert again.success
+        assert bank.status()["types"] == status["types"]
