@@ -149,8 +149,8 @@ class Bank:
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None) -> None:
         """Put objects (and edges) into all four stores with shared ids. Embeds before taking the lock."""
         for obj in objects:
-            if obj.layer == 0:
-                raise LayerZeroImmutableError("layer-0 documents are added with add_source, never written")
+            if isinstance(obj, SourceDocument) or obj.layer == 0:
+                raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
             if run_id and not obj.run_id:
                 obj.run_id = run_id
             obj.embedding_id = obj.id
@@ -219,6 +219,13 @@ class Bank:
         with self.writing() as db:
             db.con.execute("INSERT OR REPLACE INTO extractions (source_id, version, extractor, counts, run_id) "
                            "VALUES (?,?,?,?,?)", [source_id, version, extractor, json.dumps(counts), run_id])
+
+    def set_document_names(self, names: Sequence[tuple[str, str, float]]) -> None:
+        """(source id, name, weight) rows: what each document is about, for entity linking in recall."""
+        with self.writing() as db:
+            db.con.execute("DELETE FROM doc_names WHERE source_id IN (SELECT unnest(?))",
+                           [sorted({n[0] for n in names})])
+            db.insert_rows("doc_names", ["source_id", "name", "weight"], names)
 
     @staticmethod
     def extracted_sources(db: MetadataStore, source_ids: Sequence[str], version: str) -> set[str]:

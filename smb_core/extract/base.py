@@ -20,6 +20,8 @@ class Extraction:
     relationships: list[Relationship] = field(default_factory=list)
     #: Structural edges with no object behind them, e.g. a claim `references` the entities it names.
     edges: list[Edge] = field(default_factory=list)
+    #: Names the document is about (its heading, the entity that opens it) with weights, for recall.
+    names: list[tuple[str, float]] = field(default_factory=list)
     extractor: str = "nlp"
 
     def objects(self) -> list[MemoryObject]:
@@ -94,3 +96,14 @@ def object_id(model: type[MemoryObject], doc: SourceDocument, *parts: str) -> st
     from smb_core.model import stable_id
 
     return stable_id(model.id_prefix, doc.id, *parts)
+
+
+def authored_title(doc: SourceDocument, text: str) -> str | None:
+    """The document's title if its author gave one (a `#` heading or front-matter title), not a file name."""
+    from smb_core.extract.markdown_text import front_matter_end
+
+    title = doc.title.strip()
+    if re.search(rf"^#[ \t]+{re.escape(title)}[ \t#]*$", text, flags=re.MULTILINE):
+        return title
+    end = front_matter_end(text)
+    return title if end and re.search(r"^title:", text[:end], flags=re.MULTILINE) else None

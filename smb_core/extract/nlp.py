@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from smb_core.extract.base import Extraction, make_span, normalise_name, object_id
+from smb_core.extract.base import Extraction, authored_title, make_span, normalise_name, object_id
 from smb_core.extract.markdown_text import blocks, front_matter_end
+from smb_core.recall.names import document_names
 from smb_core.model import (
     Claim, Concept, Edge, EdgeType, Entity, EntityKind, Relationship, SourceDocument,
 )
@@ -44,6 +45,7 @@ _EDGE_BY_VERB = {
     **dict.fromkeys(["cite", "mention", "reference", "quote"], EdgeType.REFERENCES),
 }
 
+_NAME_LABELS = {"PERSON", "ORG", "GPE", "LOC", "FAC", "WORK_OF_ART", "PRODUCT", "EVENT", "NORP", "LAW", "LANGUAGE"}
 _PRONOUNS = {"he", "she", "it", "they", "his", "her", "its", "their", "him", "them", "this", "these"}
 _MAX_CONCEPTS = 12
 
@@ -65,7 +67,7 @@ def load_spacy():
 class NLPExtractor:
     name = "nlp"
     #: Bump when extraction rules change, so already extracted versions are extracted again.
-    version = "nlp-2"
+    version = "nlp-3"
 
     def extract(self, doc: SourceDocument, text: str) -> Extraction:
         return self.extract_many([(doc, text)])[0]
@@ -118,6 +120,7 @@ class _DocumentExtraction:
                 del self.concepts[key]
         self._link_claims_to_concepts()
         return Extraction(
+            names=document_names(authored_title(self.doc, self.text), self._opening_entity()),
             entities=list(self.entities.values()), concepts=list(self.concepts.values()),
             claims=list(self.claims.values()), relationships=list(self.relationships.values()),
             edges=[e for e in self.edges.values() if e.tail in self.entities_ids() | self.concept_ids()],
@@ -129,6 +132,15 @@ class _DocumentExtraction:
 
     def concept_ids(self) -> set[str]:
         return {c.id for c in self.concepts.values()}
+
+    def _opening_entity(self) -> str | None:
+        """The named entity that opens the body (within its first three words), if any."""
+        for block, sdoc in self.parsed:
+            if block.heading:
+                continue
+            ent = next((e for e in sdoc.ents if e.start < 3 and e.label_ in _NAME_LABELS), None)
+            return ent.text if ent is not None else None
+        return None
 
     # ---- objects --------------------------------------------------------------------------
 

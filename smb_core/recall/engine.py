@@ -14,18 +14,26 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from smb_core.recall import lexical
 from smb_core.recall.linking import Link, link_text
+from smb_core.recall.names import Specificity, find_names
 
 if TYPE_CHECKING:
     from smb_core.bank import Bank
     from smb_core.query import DocumentHit, Hit
     from smb_core.stores.metadata import MetadataStore
 
-CANDIDATES = 100  # documents each retriever contributes
+CANDIDATES = 200  # documents each retriever contributes to the fusion
 RRF_K = 60
-SEED_DOCS = 6  # best documents whose entities are followed one hop
-WEIGHTS = {"lexical": 1.0, "vector": 1.0, "link": 1.5, "bridge": 0.8}
+SEED_WEIGHT = 5.0  # documents the question names come first...
+BRIDGE_WEIGHT = 3.0  # ...then the documents their relevant sentences point to, then the fused rest
+#: Specificity (summed IDF) a name needs to count as a link, and where its strength saturates, as
+#: multiples of the IDF of a word found in one document only (ln N): the bar scales with the bank.
+MIN_SPECIFICITY = 0.46
+SPECIFICITY_SATURATION = 1.15
+LOWER_CASE_PENALTY = 0.5
 
 
 def rrf(ranked: Sequence[str]) -> dict[str, float]:
@@ -43,8 +51,11 @@ class RecallEngine:
 
     def vector_documents(self, db: MetadataStore, question: str, k: int = CANDIDATES) -> list[tuple[str, float]]:
         """Documents ranked by their best-matching object (max cosine similarity)."""
+        return self._vector_documents(self.bank.embedder.embed([question])[0], k)
+
+    def _vector_documents(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         best: dict[str, float] = {}
-        for object_id, similarity, source in self._vector_objects(question, 3 * k):
+        for _, similarity, source in self.bank.vectors.query_with_source(vector, 2 * k, {"status": "active"}):
             if source and similarity > best.get(source, -1.0):
                 best[source] = similarity
         return sorted(best.items(), key=lambda kv: -kv[1])[:k]
@@ -54,80 +65,98 @@ class RecallEngine:
         where = {"status": "active"} if type_ is None else {"$and": [{"status": "active"}, {"type": type_}]}
         return self.bank.vectors.query_with_source(vector, k, where)
 
-    def linked_documents(self, db: MetadataStore, links: list[Link]) -> dict[str, float]:
-        """Documents about (whose subject is) or mentioning an entity the question names."""
-        if not links:
-            return {}
-        weight_of = {oid: link.weight for link in links for oid in link.object_ids}
-        rows = db.sql(
-            "SELECT o.id, unnest(o.source_ids), list_contains(o.tags, 'document-subject') FROM objects o "
-            "WHERE o.id IN (SELECT unnest(?)) AND o.status = 'active'",
-            [list(weight_of)],
-        )
-        scores: dict[str, float] = defaultdict(float)
-        for object_id, source, is_subject in rows:
-            scores[source] += weight_of[object_id] * (1.0 if is_subject else 0.25)
-        return dict(scores)
+    # ---- linking and one-hop bridges -----------------------------------------------------------
 
-    # ---- graph propagation ------------------------------------------------------------------
+    def link_question(self, db: MetadataStore, question: str) -> tuple[dict[str, float], str, list[str]]:
+        """Seed documents: those whose name the question contains, with a strength in (0, 1]; and the
+        residual question (the names removed), which says what is asked about them."""
+        matches, tokens = find_names(db, question)
+        specificity = Specificity(db, [m.name for m in matches])
+        has_upper = any(ch.isupper() for ch in question)
+        seeds: dict[str, float] = {}
+        spans: list[tuple[int, int]] = []
+        for match in matches:
+            strength = specificity(match.name) * match.weight
+            original = " ".join(w for w, _ in tokens[match.start : match.end])
+            if has_upper and not any(ch.isupper() for ch in original):
+                strength *= LOWER_CASE_PENALTY  # a lower-case phrase in a capitalised question is rarely a name
+            if strength < MIN_SPECIFICITY * specificity.rare:
+                continue
+            seeds[match.source_id] = max(seeds.get(match.source_id, 0.0), strength)
+            spans.append((match.start, match.end))
+        residual = " ".join(w for i, (w, _) in enumerate(tokens) if not any(a <= i < b for a, b in spans))
+        saturation = SPECIFICITY_SATURATION * specificity.rare
+        return ({d: min(1.0, s / saturation) for d, s in seeds.items()}, residual,
+                sorted({m.name for m in matches}))
 
-    def bridge_documents(self, db: MetadataStore, seeds: list[tuple[str, float]],
-                         exclude: set[str]) -> tuple[dict[str, float], dict[str, list[str]]]:
-        """One hop: entities named in the seed documents -> documents whose subject has that name."""
+    def bridges(self, db: MetadataStore, seeds: dict[str, float],
+                residual: np.ndarray) -> tuple[dict[str, float], dict[str, list[str]]]:
+        """One hop from each seed document along the names its sentences mention, scored by how well
+        the mentioning sentence and the target document match what the question asks."""
         if not seeds:
             return {}, {}
-        seed_score = dict(seeds)
-        rows = db.sql(
-            """
-            WITH mentioned AS (
-                SELECT DISTINCT o.id AS entity, s.source_id AS seed, n.name
-                FROM spans s JOIN objects o ON o.id = s.object_id JOIN names n ON n.object_id = o.id
-                WHERE s.source_id IN (SELECT unnest($seeds)) AND o.type = 'entity' AND o.status = 'active'
-                  AND NOT list_contains(o.tags, 'document-subject')
-            ),
-            described AS (
-                SELECT n.name, o.id AS subject, unnest(o.source_ids) AS doc
-                FROM names n JOIN objects o ON o.id = n.object_id
-                WHERE list_contains(o.tags, 'document-subject') AND o.status = 'active'
-                  AND n.name IN (SELECT name FROM mentioned)
-            )
-            SELECT m.seed, m.entity, d.subject, d.doc FROM mentioned m JOIN described d ON d.name = m.name
-            WHERE d.doc <> m.seed
-            """,
-            {"seeds": [s for s, _ in seeds]},
+        claims = db.sql(
+            "SELECT id, text, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
+            "AND source_ids[1] IN (SELECT unnest(?))", [sorted(seeds)],
         )
-        scores: dict[str, float] = defaultdict(float)
+        edges = []  # (seed, claim, target, edge weight)
+        names = set()
+        for claim_id, text, seed in claims:
+            found, _ = find_names(db, text, exclude=seed)
+            names.update(m.name for m in found)
+            edges.extend((seed, claim_id, m.source_id, m.weight, m.name) for m in found)
+        if not edges:
+            return {}, {}
+        specificity = Specificity(db, sorted(names))
+        edges = [e for e in edges if specificity(e[4]) >= MIN_SPECIFICITY * specificity.rare]
+        sentence_vectors = self.bank.vectors.get_embeddings(sorted({e[1] for e in edges}))
+        own = self._document_similarity(sorted({e[2] for e in edges}), residual)
+        scores: dict[str, float] = {}
         paths: dict[str, list[str]] = {}
-        for seed, entity, subject, doc in rows:
-            if doc in exclude:
-                continue
-            score = seed_score[seed]
-            if score > scores[doc]:
-                scores[doc] = score
-                paths[doc] = [seed, entity, subject, doc]
-        return dict(scores), paths
+        for seed, claim_id, target, weight, _ in edges:
+            context = max(0.0, float(sentence_vectors[claim_id] @ residual)) if claim_id in sentence_vectors else 0.3
+            value = seeds[seed] * weight * (context + max(0.0, own.get(target, 0.0)))
+            if value > scores.get(target, 0.0):
+                scores[target], paths[target] = value, [seed, claim_id, target]
+        top = max(scores.values(), default=0.0)
+        return ({d: v / top for d, v in scores.items()} if top > 0 else {}), paths
+
+    def _document_similarity(self, source_ids: list[str], vector: np.ndarray) -> dict[str, float]:
+        """Best cosine between `vector` and the claims of each document (its dense score)."""
+        if not source_ids:
+            return {}
+        found = self.bank.vectors.collection.get(
+            where={"$and": [{"source": {"$in": source_ids}}, {"type": "claim"}]}, include=["embeddings", "metadatas"],
+        )
+        best: dict[str, float] = {}
+        for embedding, meta in zip(found["embeddings"], found["metadatas"]):
+            score = float(np.asarray(embedding, dtype=np.float32) @ vector)
+            best[meta["source"]] = max(best.get(meta["source"], -1.0), score)
+        return best
 
     # ---- fusion -----------------------------------------------------------------------------
 
     def rank_documents(self, db: MetadataStore, question: str) -> tuple[list[tuple[str, float]], dict]:
-        lexical_hits = self.lexical_documents(db, question)
-        vector_hits = self.vector_documents(db, question)
-        links = link_text(db, question)
-        linked = self.linked_documents(db, links)
+        """Fused lexical+dense score (best = 1), plus 5 x seed strength for documents the question
+        names, plus 3 x bridge score for documents one hop from them."""
+        vector = self.bank.embedder.embed([question])[0]
+        lexical_hits = self.lexical_documents(db, question, CANDIDATES)
+        vector_hits = self._vector_documents(vector, CANDIDATES)
         fused: dict[str, float] = defaultdict(float)
-        for name, ranked in (("lexical", lexical_hits), ("vector", vector_hits)):
+        for ranked in (lexical_hits, vector_hits):
             for doc, score in rrf([d for d, _ in ranked]).items():
-                fused[doc] += WEIGHTS[name] * score
-        if linked:
-            top_link = max(linked.values())
-            for doc, score in linked.items():
-                fused[doc] += WEIGHTS["link"] * (score / top_link) / (RRF_K + 1)
-        seeds = sorted(fused.items(), key=lambda kv: -kv[1])[:SEED_DOCS]
-        bridges, paths = self.bridge_documents(db, seeds, exclude=set())
-        for doc, score in bridges.items():
-            fused[doc] += WEIGHTS["bridge"] * score
-        ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ranked, {"paths": paths, "links": links}
+                fused[doc] += score
+        top = max(fused.values(), default=1.0)
+        scores = {d: s / top for d, s in fused.items()}
+        seeds, residual_text, names = self.link_question(db, question)
+        for doc, strength in seeds.items():
+            scores[doc] = scores.get(doc, 0.0) + SEED_WEIGHT * strength
+        residual = self.bank.embedder.embed([residual_text])[0] if residual_text and seeds else vector
+        bridge, paths = self.bridges(db, seeds, residual)
+        for doc, value in bridge.items():
+            scores[doc] = scores.get(doc, 0.0) + BRIDGE_WEIGHT * value
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ranked, {"paths": paths, "seeds": seeds, "names": names}
 
     def recall_documents(self, db: MetadataStore, question: str, k: int = 8) -> list[DocumentHit]:
         from smb_core.query import DocumentHit
@@ -157,10 +186,11 @@ class RecallEngine:
         top_lex = max((s for _, s in units), default=1.0)
         for object_id, score in units:
             candidates[object_id] = max(candidates[object_id], 0.8 * score / top_lex)
-        for link in info["links"]:
+        links = link_text(db, question)
+        for link in links:
             for object_id in link.object_ids:
                 candidates[object_id] = max(candidates[object_id], 0.7)
-        graph_paths = self._graph_neighbours(info["links"], hops, edge_type, candidates)
+        graph_paths = self._graph_neighbours(links, hops, edge_type, candidates)
         rows = db.sql(
             "SELECT id, type, source_ids FROM objects WHERE id IN (SELECT unnest(?)) AND status = 'active'",
             [list(candidates)],

@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS merges (
     cycle VARCHAR, survivor VARCHAR NOT NULL, member VARCHAR NOT NULL, score DOUBLE, signals JSON,
     redirected_edges JSON, undone BOOLEAN DEFAULT false, recorded_at TIMESTAMPTZ DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS doc_names (name VARCHAR NOT NULL, source_id VARCHAR NOT NULL, weight DOUBLE NOT NULL);
+CREATE INDEX IF NOT EXISTS doc_names_name ON doc_names (name);
+CREATE INDEX IF NOT EXISTS doc_names_source ON doc_names (source_id);
 CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT NULL, type VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);

@@ -1,0 +1,397 @@
+"""The write path across the four stores: shared ids, idempotent re-runs, crash recovery, layer-0 versions."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from smb_core.bank import Bank, LayerZeroImmutableError
+from smb_core.corpus import scan
+from smb_core.extract.nlp import NLPExtractor
+from smb_core.ingest import extract_sources, ingest_sources
+from smb_core.integrity import front_matter_errors, layer0_hash_mismatches, objects_of_run
+from smb_core.model import (
+    Claim, Concept, Edge, Entity, EntityKind, Insight, Relationship, SourceDocument, SourceSpan, Status,
+    from_markdown, stable_id,
+)
+from smb_core.stores.metadata import MetadataStore
+from tests.conftest import write_doc
+
+SPAN = SourceSpan(source_id="src-1", start=0, end=11, line_start=1, line_end=1)
+
+
+def _objects() -> tuple[list, list[Edge]]:
+    entity = Entity(id="ent-okafor", title="Mara Okafor", entity_kind=EntityKind.PERSON, source_ids=["src-1"],
+                    source_spans=[SPAN], aliases=["Okafor"])
+    concept = Concept(id="con-vector-index", title="vector index", source_ids=["src-1"])
+    claim = Claim(id="clm-founded", title="Okafor founded Lumen Labs", statement="Mara Okafor founded Lumen Labs.",
+                  subject="Mara Okafor", predicate="found", object="Lumen Labs", source_ids=["src-1"],
+                  derived_from=["ent-okafor"], source_spans=[SPAN])
+    rel = Relationship(id="rel-okafor-index", title="Okafor explains vector index", head="ent-okafor",
+                       tail="con-vector-index", edge_type="explains", evidence="Okafor explains vector indexes.",
+                       source_ids=["src-1"])
+    return [entity, concept, claim, rel], [Edge.between("clm-founded", "ent-okafor", "references")]
+
+
+def _counts(bank: Bank) -> dict:
+    graph = bank.graph.ensure_loaded()
+    with bank.reading() as db:
+        counts = {t: db.sql(f"SELECT count(*) FROM {t}")[0][0]
+                  for t in ("objects", "edges", "spans", "names", "lex_units", "lex_postings", "sources",
+                            "extractions", "rejections")}
+    return {**counts, "markdown": bank.markdown.count(), "chroma": bank.vectors.count(),
+            "graph_nodes": graph.number_of_nodes(), "graph_edges": graph.number_of_edges()}
+
+
+# ---- one write, four stores -------------------------------------------------------------------
+
+
+def test_written_objects_are_in_all_four_stores_with_shared_ids(bank: Bank):
+    objects, edges = _objects()
+    bank.write(objects, edges, run_id="run-1")
+    ids = [o.id for o in objects]
+
+    for obj in objects:  # markdown
+        stored = from_markdown((bank.root / obj.path()).read_text(encoding="utf-8"))
+        assert stored == obj
+        assert stored.embedding_id == obj.id and stored.run_id == "run-1"
+        assert stored.graph_node_id == (None if isinstance(obj, Relationship) else obj.id)
+    assert (bank.root / "layer-1/relationships/rel-okafor-index.md").is_file()
+
+    with bank.reading() as db:  # DuckDB
+        rows = db.sql("SELECT id, embedding_id, graph_node_id, file_path, run_id FROM objects ORDER BY id")
+        edge_rows = db.sql("SELECT id, head, tail, edge_type, object_id FROM edges ORDER BY id")
+    assert rows == sorted((o.id, o.id, None if isinstance(o, Relationship) else o.id, o.path(), "run-1")
+                          for o in objects)
+    assert edge_rows == sorted([
+        ("rel-okafor-index", "ent-okafor", "con-vector-index", "explains", "rel-okafor-index"),
+        (edges[0].id, "clm-founded", "ent-okafor", "references", None),
+    ])
+
+    assert bank.vectors.existing(ids) == set(ids)  # Chroma
+    meta = bank.vectors.collection.get(ids=["clm-founded"], include=["metadatas"])["metadatas"][0]
+    assert meta == {"type": "claim", "layer": 1, "status": "active", "source": "src-1"}
+    hit = bank.vectors.query(bank.embedder.embed(["Who founded Lumen Labs?"])[0], k=1)
+    assert hit[0][0] == "clm-founded"
+
+    graph = bank.graph.ensure_loaded()  # graph: typed nodes; the relationship is an edge keyed by its id
+    assert sorted(graph.nodes) == ["clm-founded", "con-vector-index", "ent-okafor"]
+    assert graph.nodes["ent-okafor"]["type"] == "entity" and graph.nodes["clm-founded"]["type"] == "claim"
+    assert graph.edges["ent-okafor", "con-vector-index", "rel-okafor-index"]["edge_type"] == "explains"
+    assert graph.edges["clm-founded", "ent-okafor", edges[0].id]["edge_type"] == "references"
+
+    report = bank.check_consistency()
+    assert report["consistent"] is True
+    assert (report["markdown_files"], report["duckdb_rows"], report["chroma_vectors"]) == (4, 4, 4)
+    assert (report["graph_edges"], report["duckdb_edges"]) == (2, 2)
+    assert bank.check_consistency(ids)["consistent"] is True
+
+
+def test_rewriting_the_same_objects_does_not_duplicate(bank: Bank):
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    first = _counts(bank)
+    again, again_edges = _objects()
+    bank.write(again, again_edges)
+    bank.write(again, again_edges)
+    assert _counts(bank) == first
+    assert first["objects"] == 4 and first["graph_nodes"] == 3 and first["graph_edges"] == 2
+    assert bank.check_consistency()["consistent"] is True
+
+
+def test_the_same_id_twice_in_one_write_keeps_the_last_everywhere(bank: Bank):
+    bank.write([Concept(id="con-dup", title="first wording"), Concept(id="con-dup", title="vector quantization")])
+    assert bank.check_consistency()["consistent"] is True
+    counts = _counts(bank)
+    assert (counts["objects"], counts["markdown"], counts["chroma"], counts["graph_nodes"]) == (1, 1, 1, 1)
+    assert from_markdown((bank.root / "layer-1/concepts/con-dup.md").read_text()).title == "vector quantization"
+    with bank.reading() as db:
+        assert db.get_object("con-dup").title == "vector quantization"
+    stored = bank.vectors.get_embeddings(["con-dup"])["con-dup"]
+    assert float(stored @ bank.embedder.embed(["vector quantization"])[0]) > 0.999
+    assert bank.graph.ensure_loaded().nodes["con-dup"]["title"] == "vector quantization"
+
+
+def test_a_crash_before_duckdb_is_repaired_by_rerunning_the_write(bank: Bank, monkeypatch):
+    original = MetadataStore.upsert_objects
+    calls = []
+
+    def dies_once(self, objects):
+        calls.append(len(objects))
+        if len(calls) == 1:
+            raise RuntimeError("killed before the DuckDB commit (injected)")
+        return original(self, objects)
+
+    monkeypatch.setattr(MetadataStore, "upsert_objects", dies_once)
+    objects, edges = _objects()
+    with pytest.raises(RuntimeError, match="injected"):
+        bank.write(objects, edges)
+
+    # markdown, Chroma and the graph were written; DuckDB (the commit record) was not
+    assert bank.markdown.count() == 4 and bank.vectors.count() == 4
+    assert bank.graph.ensure_loaded().number_of_nodes() == 3
+    broken = bank.check_consistency()
+    assert broken["consistent"] is False and broken["duckdb_rows"] == 0 and broken["markdown_files"] == 4
+
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    counts = _counts(bank)
+    assert bank.check_consistency()["consistent"] is True
+    assert (counts["objects"], counts["markdown"], counts["chroma"]) == (4, 4, 4)
+    assert (counts["graph_nodes"], counts["graph_edges"], counts["edges"]) == (3, 2, 2)
+    assert calls == [4, 4]
+
+
+def test_a_crash_during_extraction_is_repaired_by_rerunning_it(bank: Bank, monkeypatch):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "okafor.md", "# Mara Okafor\n\nMara Okafor founded Lumen Labs in Lisbon in 2017.\n"
+                                   "She hired Tomas Varga in Berlin.\n")
+    (outcome,) = ingest_sources(bank, scan(corpus), corpus)
+    original = MetadataStore.upsert_objects
+    state = {"died": False}
+
+    def dies_once(self, objects):
+        if not state["died"]:
+            state["died"] = True
+            raise RuntimeError("killed mid-extraction (injected)")
+        return original(self, objects)
+
+    monkeypatch.setattr(MetadataStore, "upsert_objects", dies_once)
+    with pytest.raises(RuntimeError, match="injected"):
+        extract_sources(bank, [outcome.source_id], NLPExtractor())
+    assert _counts(bank)["extractions"] == 0  # not recorded as done, so a re-run extracts again
+
+    summary = extract_sources(bank, [outcome.source_id], NLPExtractor())
+    assert summary.documents == 1 and summary.skipped == 0
+    counts = _counts(bank)
+    assert counts["objects"] == sum(summary.counts.values()) == counts["markdown"] - 1 == counts["chroma"]
+    assert bank.check_consistency()["consistent"] is True
+    assert extract_sources(bank, [outcome.source_id], NLPExtractor()).skipped == 1
+    assert _counts(bank) == counts
+
+
+# ---- layer 0 is immutable ---------------------------------------------------------------------
+
+
+def _source(body: str, doc_id: str = "src-fixed") -> SourceDocument:
+    import hashlib
+
+    return SourceDocument(id=doc_id, path="a.md", partition_key="a-12345678",
+                          sha256=hashlib.sha256(body.encode()).hexdigest(), version=1, title="A",
+                          bytes=len(body), body=body)
+
+
+class _LayerZeroNote(Concept):
+    layer: ClassVar[int] = 0
+
+
+def test_write_of_a_layer_zero_memory_object_is_refused(bank: Bank):
+    with pytest.raises(LayerZeroImmutableError, match="add_source"):
+        bank.write([Concept(id="con-ok", title="fine"), _LayerZeroNote(id="con-l0", title="layer zero")])
+    assert _counts(bank)["objects"] == 0 and bank.markdown.count() == 0 and bank.vectors.count() == 0
+
+
+def test_write_of_a_source_document_is_refused_as_layer_zero(bank: Bank):
+    with pytest.raises(LayerZeroImmutableError):
+        bank.write([_source("# A\n\ntext\n")])
+
+
+def test_layer_zero_content_of_an_existing_id_cannot_change(bank: Bank):
+    bank.add_source(_source("# A\n\noriginal\n"))
+    bank.add_source(_source("# A\n\noriginal\n"))  # same content again: a no-op
+    with pytest.raises(LayerZeroImmutableError, match="src-fixed already exists with other content"):
+        bank.add_source(_source("# A\n\nchanged\n"))
+    with bank.reading() as db:
+        (doc,) = db.sources()
+    assert bank.read_source_text(doc) == "# A\n\noriginal\n"
+    assert _counts(bank)["sources"] == 1
+    assert layer0_hash_mismatches(bank) == []
+
+
+def test_tampering_with_a_layer_zero_copy_is_detected(bank: Bank):
+    bank.add_source(_source("# A\n\noriginal\n"))
+    path = bank.root / "layer-0/source/src-fixed.md"
+    path.write_text(path.read_text().replace("original", "edited by hand"))
+    (problem,) = layer0_hash_mismatches(bank)
+    assert problem.startswith("a.md v1:") and "does not match sha256" in problem
+    path.unlink()
+    (problem,) = layer0_hash_mismatches(bank)
+    assert "is missing" in problem
+
+
+def test_broken_object_files_are_reported(bank: Bank):
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    assert front_matter_errors(bank, [o.id for o in objects]) == []
+    (bank.root / "layer-1/concepts/con-vector-index.md").write_text("---\nid: [broken\n---\n")
+    (error,) = front_matter_errors(bank, [o.id for o in objects])
+    assert error.startswith("layer-1/concepts/con-vector-index.md:") and "not valid YAML" in error
+
+
+def test_objects_of_run_for_the_layer_one_checks(bank: Bank):
+    objects, edges = _objects()
+    bank.write(objects, edges, run_id="run-1")
+    bank.write([Insight(id="ins-1", title="an insight")], run_id="run-2")
+    ids = {o.id for o in objects}
+    assert set(objects_of_run(bank, "run-1", layer=1)) == ids
+    assert objects_of_run(bank, "run-2", layer=1) != []  # a run that wrote no layer-1 object: a sample
+    assert set(objects_of_run(bank, "run-2", layer=1)) == ids
+    assert len(objects_of_run(bank, "nothing", layer=1, sample=2)) == 2
+    assert objects_of_run(bank, "run-2", layer=3) == ["ins-1"]
+
+
+# ---- versions ---------------------------------------------------------------------------------
+
+V1 = "# Lumen Labs\n\nMara Okafor founded Lumen Labs in Lisbon in 2017.\nLumen Labs builds vector databases.\n"
+V2 = "# Lumen Labs\n\nMara Okafor founded Lumen Labs in Porto in 2018.\nLumen Labs builds search engines.\n"
+
+
+def _ingest(bank: Bank, run_id: str):
+    corpus = bank.settings.kbmd_dir
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id=run_id)
+    fresh = [o.source_id for o in outcomes if o.status in ("new", "new_version")]
+    summary = extract_sources(bank, fresh, NLPExtractor(), run_id=run_id)
+    return outcomes, summary
+
+
+def _objects_of(bank: Bank, source_id: str) -> dict:
+    with bank.reading() as db:
+        return db.get_objects(db.object_ids_for_source(source_id))
+
+
+def test_a_changed_file_becomes_version_two_and_version_one_is_kept_superseded(bank: Bank):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "lumen.md", V1)
+    (first,), summary1 = _ingest(bank, "run-1")
+    assert (first.status, first.version) == ("new", 1)
+    v1_objects = _objects_of(bank, first.source_id)
+    assert len(v1_objects) == sum(summary1.counts.values()) > 0
+
+    write_doc(corpus, "lumen.md", V2)
+    (second,), summary2 = _ingest(bank, "run-2")
+    assert (second.status, second.version) == ("new_version", 2)
+    assert second.source_id != first.source_id
+
+    with bank.reading() as db:
+        versions = db.sources_for_partition(first.partition_key)
+    assert [(d.version, d.status, d.supersedes) for d in versions] == [
+        (1, Status.SUPERSEDED, None), (2, Status.ACTIVE, first.source_id)]
+    assert bank.read_source_text(versions[0]) == V1 and bank.read_source_text(versions[1]) == V2
+
+    old = _objects_of(bank, first.source_id)
+    assert set(old) == set(v1_objects)  # version 1's layer-1 objects stay ...
+    assert {o.status for o in old.values()} == {Status.SUPERSEDED}  # ... marked superseded in every store
+    for obj in old.values():
+        assert from_markdown((bank.root / obj.path()).read_text()).status is Status.SUPERSEDED
+    metas = bank.vectors.collection.get(ids=list(old), include=["metadatas"])["metadatas"]
+    assert {m["status"] for m in metas} == {"superseded"}
+    graph = bank.graph.ensure_loaded()
+    assert {graph.nodes[i]["status"] for i, o in old.items() if o.graph_node_id} == {"superseded"}
+
+    new = _objects_of(bank, second.source_id)
+    assert len(new) == sum(summary2.counts.values()) > 0
+    assert {o.status for o in new.values()} == {Status.ACTIVE}
+    assert not set(new) & set(old)
+    with bank.reading() as db:
+        assert sum(db.count_by_type(status="active").values()) == len(new)
+    assert bank.check_consistency()["consistent"] is True
+    assert bank.status()["documents"] == 1 and bank.status()["versions"] == 2
+
+
+def test_an_unchanged_file_ingested_again_is_a_no_op(bank: Bank):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "lumen.md", V1)
+    (first,), _ = _ingest(bank, "run-1")
+    before = _counts(bank)
+    generation = (bank.root / ".generation").read_text()
+    (path,) = scan(corpus)
+    path.path.touch()  # a new mtime, same bytes
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="run-2")
+    assert [(o.status, o.source_id, o.version) for o in outcomes] == [("unchanged", first.source_id, 1)]
+    summary = extract_sources(bank, [first.source_id], NLPExtractor(), run_id="run-2")
+    assert (summary.documents, summary.skipped) == (0, 1)
+    assert _counts(bank) == before
+    assert int((bank.root / ".generation").read_text()) >= int(generation)
+    with bank.reading() as db:
+        assert db.sql("SELECT count(*) FROM objects WHERE run_id = 'run-2'")[0][0] == 0
+
+
+def test_reverting_a_file_to_earlier_content_is_a_third_version(bank: Bank):
+    corpus = bank.settings.kbmd_dir
+    for text in (V1, V2, V1):
+        write_doc(corpus, "lumen.md", text)
+        _ingest(bank, "run")
+    with bank.reading() as db:
+        versions = db.sources_for_partition(scan(corpus)[0].partition_key)
+    assert [(d.version, d.status) for d in versions] == [
+        (1, Status.SUPERSEDED), (2, Status.SUPERSEDED), (3, Status.ACTIVE)]
+    assert len({d.id for d in versions}) == 3
+    assert versions[2].supersedes == versions[1].id and versions[2].sha256 == versions[0].sha256
+    active = _objects_of(bank, versions[2].id)
+    assert active and {o.status for o in active.values()} == {Status.ACTIVE}
+    assert {o.status for o in _objects_of(bank, versions[0].id).values()} == {Status.SUPERSEDED}
+    assert bank.check_consistency()["consistent"] is True
+    assert layer0_hash_mismatches(bank) == []
+
+
+@pytest.mark.parametrize("where", ["before superseding", "while superseding"])
+def test_a_crash_between_new_version_and_superseding_is_repaired_by_rerunning(bank: Bank, monkeypatch, where):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "lumen.md", V1)
+    (first,), _ = _ingest(bank, "run-1")
+    write_doc(corpus, "lumen.md", V2)
+    # before: the new version is stored, then the process dies; while: the old version's row is marked
+    # superseded but its objects' DuckDB rows are not (the first object write of this run).
+    cls, name = (Bank, "supersede_sources") if where == "before superseding" else (MetadataStore, "upsert_objects")
+    original = getattr(cls, name)
+    state = {"died": False}
+
+    def dies_once(self, *args):
+        if not state["died"]:
+            state["died"] = True
+            raise RuntimeError(f"killed {where} (injected)")
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, name, dies_once)
+    with pytest.raises(RuntimeError, match="injected"):
+        ingest_sources(bank, scan(corpus), corpus, run_id="run-2")
+    with bank.reading() as db:
+        assert db.sql("SELECT count(*) FROM objects WHERE status = 'active'")[0][0] > 0  # left half-done
+
+    outcomes, _ = _ingest(bank, "run-3")
+    assert [o.status for o in outcomes] == ["unchanged"]
+    with bank.reading() as db:
+        versions = db.sources_for_partition(first.partition_key)
+    assert [(d.version, d.status) for d in versions] == [(1, Status.SUPERSEDED), (2, Status.ACTIVE)]
+    assert {o.status for o in _objects_of(bank, first.source_id).values()} == {Status.SUPERSEDED}
+    extract_sources(bank, [versions[1].id], NLPExtractor(), run_id="run-3")
+    assert {o.status for o in _objects_of(bank, versions[1].id).values()} == {Status.ACTIVE}
+    assert bank.check_consistency()["consistent"] is True
+
+
+def test_bad_files_are_rejected_with_their_reason_and_good_ones_ingested(bank: Bank):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "good.md", V1)
+    (corpus / "empty.md").write_bytes(b"")
+    (corpus / "latin.md").write_bytes("# Caf\xe9\n".encode("latin-1"))
+    outcomes = {o.path: o for o in ingest_sources(bank, scan(corpus), corpus, run_id="run-1")}
+    assert outcomes["good.md"].status == "new"
+    assert (outcomes["empty.md"].status, outcomes["empty.md"].reason) == ("rejected", "file is empty")
+    assert outcomes["latin.md"].status == "rejected" and "not valid UTF-8" in outcomes["latin.md"].reason
+    with bank.reading() as db:
+        assert db.sql("SELECT path, reason, run_id FROM rejections ORDER BY path") == [
+            ("empty.md", "file is empty", "run-1"), ("latin.md", outcomes["latin.md"].reason, "run-1")]
+        assert [d.path for d in db.sources()] == ["good.md"]
+    assert bank.status()["rejected"] == 2
+
+
+def test_source_ids_are_deterministic(bank: Bank):
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "lumen.md", V1)
+    (outcome,) = ingest_sources(bank, scan(corpus), corpus)
+    other = Bank(settings=bank.settings.model_copy(update={"memory_bank_dir": bank.root.parent / "bank2"}))
+    (again,) = ingest_sources(other, scan(corpus), corpus)
+    assert again.source_id == outcome.source_id and again.source_id.startswith("src-")
+    assert outcome.source_id in {stable_id("src", "lumen.md", outcome.sha256),
+                                 stable_id("src", "lumen.md", outcome.sha256, "1")}

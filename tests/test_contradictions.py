@@ -1,0 +1,186 @@
+"""Layer-3 contradiction detection without an LLM: `judge` on clear cases, and `find_contradictions` on a
+real bank (two documents that disagree become one contradiction, two edges and one question, once)."""
+
+from __future__ import annotations
+
+import pytest
+
+from smb_core.corpus import scan
+from smb_core.evolve.contradictions import Verdict, find_contradictions, judge
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.model import Contradiction, Question, stable_id
+from tests.conftest import write_doc
+
+# Written for these tests; none of these sentences is in bench/data/contradiction_pairs.jsonl.
+CONTRADICTIONS = [
+    ("date", "The Orvieto Observatory was founded in 1874.",
+     "Founded in 1881, the Orvieto Observatory is the oldest in the province."),
+    ("date", "Novelist Agnes Thorvald was born on 2 June 1920.", "Agnes Thorvald was born on 19 October 1922 in Malmo."),
+    ("date", "Gemstone OS 2.0 was released in April 2015.", "Gemstone OS 2.0 came out in September 2017."),
+    ("date", "The Treaty of Ostrova was signed in 1712.", "Delegates signed the Treaty of Ostrova in 1709."),
+    ("place", "The chemist Irene Vasquez was born in Valencia.",
+     "Irene Vasquez was born in Granada to a family of farmers."),
+    ("place", "Polder Systems is headquartered in Utrecht.", "Polder Systems has its headquarters in Rotterdam."),
+    ("place", "The 2009 Vesper Summit took place in Nairobi.", "Accra hosted the 2009 Vesper Summit."),
+    ("person_role", "The novel 'Northern Gate' was written by Ellen Marsh.", "Peter Doyle is the author of 'Northern Gate'."),
+    ("person_role", "Beacon Analytics was founded by Ravi Menon.", "Sofia Klein founded Beacon Analytics in 2004."),
+    ("person_role", "The first CEO of Quorra Bio was Lukas Brandt.", "Nadia Rahimi was the first chief executive of Quorra Bio."),
+    ("number", "The Elmstead Reservoir has a maximum depth of 40 metres.",
+     "The Elmstead Reservoir reaches a maximum depth of 95 metres."),
+    ("number", "Garnet Logistics employs 800 people.", "Garnet Logistics has a workforce of 3,500 employees."),
+    ("number", "Harbor Stadium seats 30,000 spectators.", "Harbor Stadium has a capacity of 55,000."),
+    ("polarity", "Skyline Notes supports offline editing.", "Skyline Notes does not support offline editing."),
+    ("polarity", "The Tamber 3 camera is waterproof.", "The Tamber 3 camera is not waterproof."),
+    ("polarity", "Lindale College was never accredited by the regional board.",
+     "The regional board accredited Lindale College in 1975."),
+    ("exclusive_predicate", "The jazz drummer Ray Colby is still alive.", "Ray Colby died in 2015 in New Orleans."),
+    ("exclusive_predicate", "The game 'Starfall Saga' was cancelled in 2018.",
+     "'Starfall Saga' was released in 2019 for consoles."),
+    ("exclusive_predicate", "Iodine-131 is a stable isotope.", "Iodine-131 is radioactive."),
+]
+
+COMPATIBLE = [
+    ("refinement", "The Orvieto Observatory was founded in 1874.", "The Orvieto Observatory was founded in May 1874."),
+    ("refinement", "Irene Vasquez was born in Spain.", "Irene Vasquez was born in Valencia in 1931."),
+    ("refinement", "Luis Ferreira died in the summer of 1967.", "Luis Ferreira died on 14 July 1967."),
+    ("different_version", "Gemstone OS 2.0 was released in 2015.", "Gemstone OS 3.0 was released in 2018."),
+    ("different_version", "The third edition of 'Field Botany' has 300 pages.",
+     "The fifth edition of 'Field Botany' has 520 pages."),
+    ("temporal_change", "Ravi Menon was CEO of Beacon Analytics from 2004 to 2010.",
+     "Sofia Klein has been CEO of Beacon Analytics since 2011."),
+    ("temporal_change", "Until 2016, Skyline Notes did not support offline editing.",
+     "Since 2016, Skyline Notes has supported offline editing."),
+    ("temporal_change", "In 2000 the town of Brill had 9,000 inhabitants.",
+     "By 2020 the population of Brill had grown to 14,000."),
+    ("multi_valued", "Carla Muniz directed 'Iron Tide'.", "Carla Muniz directed the 2003 drama 'Salt Roads'."),
+    ("multi_valued", "Polder Systems has offices in Berlin.", "Polder Systems has offices in Madrid and Lisbon."),
+    ("multi_valued", "The linguist Omar Haddad speaks Arabic.", "Omar Haddad speaks fluent Spanish."),
+    ("different_subject", "The north tower of Castle Brede was built in 1320.",
+     "The south tower of Castle Brede was built in 1410."),
+    ("different_subject", "Lukas Brandt, the founder of Quorra Bio, was born in 1961.",
+     "Quorra Bio's second CEO, Nadia Rahimi, was born in 1970."),
+    ("different_subject", "The Android app of Skyline Notes supports offline editing.",
+     "The web version of Skyline Notes does not support offline editing."),
+    ("different_attribute", "The Vellum X5 has 8 GB of memory.", "The Vellum X5 has 256 GB of storage."),
+    ("different_attribute", "Garnet Logistics was founded in 1990.", "Garnet Logistics went public in 2006."),
+    ("approximate", "Garnet Logistics has about 3,500 employees.", "Garnet Logistics employs 3,420 people."),
+    ("approximate", "Harbor Stadium seats more than 50,000 spectators.", "Harbor Stadium has a capacity of 55,000."),
+    ("approximate", "The Harbor Line is 50 kilometres long.", "The Harbor Line has a total length of about 31 miles."),
+    ("paraphrase", "Crestline Group bought Meridian Bank in 2011.", "Meridian Bank was acquired by Crestline Group in 2011."),
+    ("paraphrase", "Notely does not charge for exports.", "Exports are free of charge in Notely."),
+    ("paraphrase", "Peter Doyle succeeded Ellen Marsh as director of the Orrin Museum in 1999.",
+     "Ellen Marsh was replaced as director of the Orrin Museum by Peter Doyle in 1999."),
+    ("unrelated", "Irene Vasquez was born in 1931.", "Luis Ferreira was born in 1935."),
+]
+
+
+@pytest.mark.parametrize("kind,a,b", CONTRADICTIONS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CONTRADICTIONS)])
+def test_judge_finds_clear_contradictions_in_either_order(kind, a, b):
+    verdict = judge(a, b)
+    assert isinstance(verdict, Verdict), (a, b)
+    assert verdict.kind == kind
+    assert verdict.attribute and verdict.explanation
+    assert judge(b, a) is not None
+
+
+@pytest.mark.parametrize("kind,a,b", COMPATIBLE, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(COMPATIBLE)])
+def test_judge_leaves_compatible_statements_alone(kind, a, b):
+    assert judge(a, b) is None, (a, b, judge(a, b))
+    assert judge(b, a) is None
+
+
+def test_judge_ignores_identical_and_empty_statements():
+    assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None
+    assert judge("", "Lumen Labs was founded in 2017.") is None
+
+
+# ---- end to end on a real bank ------------------------------------------------------------------
+
+DOC_A = """# Lumen Labs
+
+Lumen Labs was founded in 2017 by Mara Okafor. The company builds vector databases for search.
+"""
+DOC_B = """# The history of Lumen Labs
+
+Lumen Labs was founded in 2014 in Lisbon. Its engineers later moved to Berlin.
+"""
+
+
+def _ingest(bank, settings) -> list[str]:
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "a/lumen.md", DOC_A)
+    write_doc(corpus, "b/lumen-history.md", DOC_B)
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="run-1")
+    source_ids = [o.source_id for o in outcomes]
+    extract_sources(bank, source_ids, get_extractor(settings), run_id="run-1")
+    return source_ids
+
+
+def _claim_id(db, statement: str) -> str:
+    (claim,) = [c for c in db.list_objects(type="claim", limit=1000) if c.statement == statement]
+    return claim.id
+
+
+def test_two_documents_that_disagree_give_one_contradiction_with_edges_and_a_question(bank, settings):
+    source_ids = _ingest(bank, settings)
+    with bank.reading() as db:
+        claim_ids = [c.id for c in db.list_objects(type="claim", limit=1000)]
+        a = _claim_id(db, "Lumen Labs was founded in 2017 by Mara Okafor.")
+        b = _claim_id(db, "Lumen Labs was founded in 2014 in Lisbon.")
+
+    found = find_contradictions(bank, claim_ids, run_id="cycle-1")
+    assert len(found.contradictions) == 1 and len(found.questions) == 1
+    bank.write([*found.contradictions, *found.questions], found.edges, run_id="cycle-1")
+
+    with bank.reading() as db:
+        (ctr,) = db.list_objects(type="contradiction", limit=100)
+        (question,) = db.list_objects(type="question", limit=100)
+        edges = db.sql("SELECT tail FROM edges WHERE head = ? AND edge_type = 'contradicts'", [ctr.id])
+    assert isinstance(ctr, Contradiction)
+    assert ctr.id == stable_id("ctr", *sorted([a, b]))
+    assert set(ctr.claim_ids) == {a, b} and set(ctr.derived_from) == {a, b}
+    assert set(ctr.source_ids) == set(source_ids)  # both documents
+    assert {s.source_id for s in ctr.source_spans} == set(source_ids)
+    assert ctr.resolution == "open" and ctr.tags == ["date"] and ctr.attribute
+    assert ctr.run_id == "cycle-1"
+    assert "2017" in ctr.description and "2014" in ctr.description
+    assert {r[0] for r in edges} == {a, b}
+    assert isinstance(question, Question)
+    assert question.id == stable_id("qst", ctr.id)
+    assert set(question.about) == {a, b, ctr.id} and question.derived_from == [ctr.id]
+    assert "a/lumen.md" in question.question and "b/lumen-history.md" in question.question
+    assert bank.check_consistency()["consistent"]
+
+
+def test_running_again_neither_duplicates_nor_downgrades(bank, settings):
+    _ingest(bank, settings)
+    with bank.reading() as db:
+        claim_ids = [c.id for c in db.list_objects(type="claim", limit=1000)]
+    first = find_contradictions(bank, claim_ids, run_id="cycle-1")
+    bank.write([*first.contradictions, *first.questions], first.edges, run_id="cycle-1")
+    (ctr,) = first.contradictions
+    with bank.reading() as db:
+        stored = db.get_object(ctr.id)
+    stored.resolution, stored.explanation = "explained", "the 2014 date is the incorporation of a predecessor"
+    bank.update_objects([stored])
+
+    again = find_contradictions(bank, claim_ids, run_id="cycle-2")
+    assert again.contradictions == [] and again.questions == [] and again.edges == []
+    bank.write([*again.contradictions, *again.questions], again.edges, run_id="cycle-2")
+    with bank.reading() as db:
+        assert db.count_by_type()["contradiction"] == 1
+        assert db.count_by_type()["question"] == 1
+        kept = db.get_object(ctr.id)
+        assert db.sql("SELECT count(*) FROM edges WHERE edge_type = 'contradicts'")[0][0] == 2
+    assert kept.resolution == "explained" and kept.run_id == "cycle-1"
+
+
+def test_claims_of_one_document_are_not_compared_with_each_other(bank, settings):
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "solo.md", "# Lumen Labs\n\nLumen Labs was founded in 2017.\n\nLumen Labs was founded in 2014.\n")
+    outcomes = ingest_sources(bank, scan(corpus), corpus)
+    extract_sources(bank, [o.source_id for o in outcomes], get_extractor(settings))
+    with bank.reading() as db:
+        claim_ids = [c.id for c in db.list_objects(type="claim", limit=100)]
+    assert len(claim_ids) == 2
+    assert find_contradictions(bank, claim_ids, run_id="cycle-1").contradictions == []

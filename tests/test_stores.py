@@ -1,0 +1,386 @@
+"""The four stores on their own: markdown files, the graph (snapshot + log), DuckDB metadata, Chroma vectors."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from smb_core.embed import MiniLMEmbedder, get_embedder
+from smb_core.model import (
+    Claim, Concept, EdgeType, Entity, EntityKind, ModelError, NodeType, Relationship, SourceDocument, SourceSpan,
+    Status, from_markdown,
+)
+from smb_core.settings import Settings
+from smb_core.stores.graph import GraphStore
+from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
+from smb_core.stores.metadata import MetadataStore
+from smb_core.stores.vectors import VectorStore
+
+# ---- markdown -------------------------------------------------------------------------------
+
+
+def _concept(i: int, **kw) -> Concept:
+    return Concept(id=f"con-{i:03d}", title=f"concept {i}", **kw)
+
+
+def test_markdown_store_writes_readable_files_in_layer_folders(tmp_path: Path):
+    store = MarkdownStore(tmp_path)
+    store.create_layout()
+    for layer, folders in LAYER_FOLDERS.items():
+        for folder in folders:
+            assert (tmp_path / f"layer-{layer}" / folder).is_dir()
+    assert memory_folders() <= {f"layer-{layer}/{f}" for layer, fs in LAYER_FOLDERS.items() for f in fs}
+    obj = _concept(1, body="hello\n", created=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    path = store.write(obj)
+    assert path == tmp_path / "layer-1/concepts/con-001.md"
+    assert store.read("layer-1/concepts/con-001.md") == obj
+    assert store.exists("layer-1/concepts/con-001.md") and not store.exists("layer-1/concepts/nope.md")
+
+
+def test_markdown_atomic_writes_leave_no_temp_files(tmp_path: Path):
+    store = MarkdownStore(tmp_path)
+    for round_ in range(3):
+        for i in range(30):
+            store.write(_concept(i, description=f"round {round_}"))
+    folder = tmp_path / "layer-1" / "concepts"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [f"con-{i:03d}.md" for i in range(30)]
+    assert store.count() == 30 and store.count(layer=1) == 30 and store.count(layer=0) == 0
+    assert from_markdown((folder / "con-007.md").read_text()).description == "round 2"
+
+
+def test_markdown_failed_write_keeps_old_file_and_removes_its_temp_file(tmp_path: Path, monkeypatch):
+    store = MarkdownStore(tmp_path)
+    store.write(_concept(1, description="old"))
+    calls = []
+
+    def failing_replace(src, dst):
+        calls.append((src, dst))
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="injected"):
+        store.write(_concept(1, description="new"))
+    monkeypatch.undo()
+    assert len(calls) == 1 and Path(calls[0][0]).name.startswith(".con-001.md.")
+    assert [p.name for p in (tmp_path / "layer-1/concepts").iterdir()] == ["con-001.md"]
+    assert store.read("layer-1/concepts/con-001.md").description == "old"
+
+
+def test_markdown_count_skips_leftover_temp_files(tmp_path: Path):
+    store = MarkdownStore(tmp_path)
+    store.write(_concept(1))
+    (tmp_path / "layer-1/concepts/.con-002.md.abc.tmp").write_text("partial")
+    (tmp_path / "layer-1/concepts/.con-003.md").write_text("hidden")
+    assert store.count() == 1
+    assert [p.name for p in store.iter_paths()] == ["con-001.md"]
+
+
+# ---- graph ------------------------------------------------------------------------------------
+
+
+def _node(type_: str, title: str = "") -> dict:
+    return {"type": type_, "title": title}
+
+
+def _edge(type_: str) -> dict:
+    return {"edge_type": type_, "weight": 1.0}
+
+
+def _small_graph(directory: Path) -> GraphStore:
+    """a -supports-> b -extends-> c -references-> d ; a -references-> e ; f isolated."""
+    graph = GraphStore(directory)
+    graph.append(nodes=[("a", _node("claim")), ("b", _node("claim")), ("c", _node("concept")),
+                        ("d", _node("entity")), ("e", _node("entity")), ("f", _node("insight"))])
+    graph.append(edges=[("a", "b", "e1", _edge("supports")), ("b", "c", "e2", _edge("extends")),
+                        ("c", "d", "e3", _edge("references")), ("a", "e", "e4", _edge("references"))])
+    return graph
+
+
+def test_graph_persists_across_instances_via_snapshot_and_log(tmp_path: Path):
+    directory = tmp_path / "graph"
+    writer = _small_graph(directory)
+    writer.compact()
+    assert writer.snapshot_path.exists() and writer.log_path.read_bytes() == b""
+    writer.append(nodes=[("g", _node("narrative", "after snapshot"))], edges=[("g", "a", "e5", _edge("explains"))])
+    assert writer.log_path.read_bytes().count(b"\n") == 1
+    fresh = GraphStore(directory)
+    stats = fresh.stats()
+    assert (stats["nodes"], stats["edges"]) == (7, 5)
+    assert fresh.ensure_loaded().nodes["g"] == {"type": "narrative", "title": "after snapshot"}
+    assert fresh.neighbors("g") == [{"id": "a", "edge_type": "explains", "direction": "out", "edge_id": "e5"}]
+
+
+def test_graph_node_attributes_are_updated_not_duplicated(tmp_path: Path):
+    graph = GraphStore(tmp_path / "g")
+    graph.append(nodes=[("a", {"type": "claim", "status": "active", "title": "t"})])
+    graph.append(nodes=[("a", {"type": "claim", "status": "superseded"})])
+    graph.append(edges=[("a", "b", "k", _edge("supports"))])
+    graph.append(edges=[("a", "b", "k", {"edge_type": "supports", "weight": 0.25})])
+    fresh = GraphStore(tmp_path / "g").ensure_loaded()
+    assert fresh.number_of_nodes() == 2 and fresh.number_of_edges() == 1
+    assert fresh.nodes["a"] == {"type": "claim", "status": "superseded", "title": "t"}
+    assert fresh.edges["a", "b", "k"]["weight"] == 0.25
+
+
+def test_graph_ignores_a_torn_last_log_line(tmp_path: Path):
+    directory = tmp_path / "graph"
+    _small_graph(directory)
+    with (directory / "graph.log").open("ab") as handle:  # a writer died mid-line
+        handle.write(b'{"n": [["torn", {"type": "conc')
+    fresh = GraphStore(directory)
+    assert fresh.stats()["nodes"] == 6 and not fresh.has_node("torn")
+
+
+def test_graph_append_after_a_torn_line_keeps_the_log_readable(tmp_path: Path):
+    directory = tmp_path / "graph"
+    _small_graph(directory)
+    with (directory / "graph.log").open("ab") as handle:
+        handle.write(b'{"n": [["torn", {"type": "conc')
+    writer = GraphStore(directory)
+    writer.append(nodes=[("h", _node("concept"))], edges=[("h", "a", "e9", _edge("related_to"))])
+    writer.append(nodes=[("i", _node("concept"))])
+    assert writer.has_node("h") and writer.has_node("i")
+    fresh = GraphStore(directory)
+    assert sorted(fresh.ensure_loaded().nodes) == ["a", "b", "c", "d", "e", "f", "h", "i"]
+    assert fresh.stats()["edges"] == 5
+
+
+def test_graph_compaction_keeps_everything_and_readers_catch_up(tmp_path: Path):
+    directory = tmp_path / "graph"
+    writer = _small_graph(directory)
+    writer.append(remove_edges=[("a", "e", "e4")])
+    reader = GraphStore(directory)
+    before = reader.stats()
+    assert (before["nodes"], before["edges"]) == (6, 3)
+    writer.compact()
+    writer.append(nodes=[("z", _node("abstraction"))])
+    assert GraphStore(directory).stats() == {**before, "nodes": 7,
+                                             "node_types": {**before["node_types"], "abstraction": 1},
+                                             "components": before["components"] + 1}
+    assert reader.has_node("z")  # the reader notices the new log file and reloads from the snapshot
+    assert reader.stats()["edges"] == 3 and not reader.ensure_loaded().has_edge("a", "e")
+
+
+def test_graph_compacts_by_itself_when_the_log_outgrows_the_snapshot(tmp_path: Path):
+    directory = tmp_path / "graph"
+    graph = GraphStore(directory)
+    graph.append(nodes=[("small", _node("concept"))])
+    assert not graph.snapshot_path.exists()
+    graph.append(nodes=[("big", _node("concept", "x" * (4 * 1024 * 1024 + 1)))])  # log > 4 MiB > snapshot
+    assert graph.snapshot_path.exists() and graph.log_path.stat().st_size == 0
+    graph.append(nodes=[("after", _node("entity"))])
+    assert graph.log_path.stat().st_size > 0
+    fresh = GraphStore(directory)
+    assert sorted(fresh.ensure_loaded().nodes) == ["after", "big", "small"]
+    assert len(fresh.ensure_loaded().nodes["big"]["title"]) == 4 * 1024 * 1024 + 1
+
+
+def test_graph_neighbors_both_directions_with_edge_type_filter(tmp_path: Path):
+    graph = _small_graph(tmp_path / "g")
+    assert sorted((n["id"], n["edge_type"], n["direction"]) for n in graph.neighbors("b")) == [
+        ("a", "supports", "in"), ("c", "extends", "out")]
+    assert graph.neighbors("a", "references") == [
+        {"id": "e", "edge_type": "references", "direction": "out", "edge_id": "e4"}]
+    assert graph.neighbors("a", EdgeType.EXTENDS) == []
+    assert graph.neighbors("missing") == []
+    assert graph.neighbors("f") == []
+    with pytest.raises(ModelError, match="unknown edge type 'likes'"):
+        graph.neighbors("a", "likes")
+
+
+def test_graph_multi_hop_returns_every_path_up_to_max_hops(tmp_path: Path):
+    graph = _small_graph(tmp_path / "g")
+    assert graph.multi_hop("a", max_hops=1) == [["a", "b"], ["a", "e"]]
+    assert graph.multi_hop("a", max_hops=2) == [["a", "b"], ["a", "e"], ["a", "b", "c"]]
+    assert graph.multi_hop("a", max_hops=3) == [["a", "b"], ["a", "e"], ["a", "b", "c"], ["a", "b", "c", "d"]]
+    assert graph.multi_hop("a", max_hops=5) == graph.multi_hop("a", max_hops=3)
+    assert graph.multi_hop("c", max_hops=2) == [["c", "b"], ["c", "d"], ["c", "b", "a"]]
+    assert graph.multi_hop("a", max_hops=3, edge_type_filter="references") == [["a", "e"]]
+    assert graph.multi_hop("a", max_hops=3, limit=2) == [["a", "b"], ["a", "e"]]
+    assert graph.multi_hop("f", max_hops=3) == [] and graph.multi_hop("nope") == []
+
+
+def test_graph_multi_hop_finds_all_simple_paths_in_a_cycle(tmp_path: Path):
+    graph = GraphStore(tmp_path / "g")
+    graph.append(nodes=[(n, _node("concept")) for n in "wxyz"],
+                 edges=[("w", "x", "1", _edge("related_to")), ("x", "y", "2", _edge("related_to")),
+                        ("y", "w", "3", _edge("related_to")), ("y", "z", "4", _edge("related_to"))])
+    paths = graph.multi_hop("w", max_hops=3)
+    assert sorted(map(tuple, paths)) == sorted([
+        ("w", "x"), ("w", "y"), ("w", "x", "y"), ("w", "y", "x"), ("w", "y", "z"), ("w", "x", "y", "z"),
+    ])
+
+
+def test_graph_path_ignores_direction(tmp_path: Path):
+    graph = _small_graph(tmp_path / "g")
+    assert graph.path("a", "d") == ["a", "b", "c", "d"]
+    assert graph.path("d", "e") == ["d", "c", "b", "a", "e"]
+    assert graph.path("a", "f") == []
+    assert graph.path("a", "missing") == []
+
+
+def test_graph_nodes_by_type_and_stats(tmp_path: Path):
+    graph = _small_graph(tmp_path / "g")
+    assert graph.nodes_by_type("claim") == ["a", "b"]
+    assert graph.nodes_by_type(NodeType.ENTITY) == ["d", "e"]
+    assert graph.nodes_by_type("narrative") == []
+    with pytest.raises(ModelError):
+        graph.nodes_by_type("document")
+    assert graph.stats() == {
+        "nodes": 6, "edges": 4,
+        "node_types": {"claim": 2, "concept": 1, "entity": 2, "insight": 1},
+        "edge_types": {"supports": 1, "extends": 1, "references": 2},
+        "components": 2,
+    }
+    assert GraphStore(tmp_path / "empty").stats() == {"nodes": 0, "edges": 0, "node_types": {}, "edge_types": {},
+                                                      "components": 0}
+
+
+# ---- DuckDB metadata --------------------------------------------------------------------------
+
+T = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def _source(i: int, version: int, status: Status = Status.ACTIVE, path: str = "doc.md") -> SourceDocument:
+    return SourceDocument(id=f"src-{i}", path=path, partition_key=f"key-{path}", sha256=f"{i:064x}",
+                          version=version, title=f"Doc {i}", bytes=10, ingested_at=T, status=status,
+                          tags=["t"], body="ignored")
+
+
+def _objects() -> list:
+    span = SourceSpan(source_id="src-1", start=0, end=5, line_start=1, line_end=1)
+    return [
+        Entity(id="ent-1", title="Mara Okafor", entity_kind=EntityKind.PERSON, aliases=["Dr. Okafor"],
+               source_ids=["src-1"], source_spans=[span, span.model_copy(update={"start": 7, "end": 9})],
+               created=T, modified=T),
+        Concept(id="con-1", title="vector index", aliases=["Vector Indexes"], source_ids=["src-1"], created=T,
+                modified=T),
+        Claim(id="clm-1", title="c", statement="Okafor founded Lumen Labs.", source_ids=["src-1"],
+              status=Status.SUPERSEDED, created=T, modified=T),
+        Claim(id="clm-2", title="c2", statement="Another claim.", source_ids=["src-2"], created=T, modified=T),
+        Relationship(id="rel-1", title="r", head="ent-1", tail="con-1", edge_type="explains", source_ids=["src-1"],
+                     created=T, modified=T),
+    ]
+
+
+def test_metadata_store_object_queries(tmp_path: Path):
+    db = MetadataStore(tmp_path / "m.duckdb").connect()
+    try:
+        objects = _objects()
+        db.upsert_objects(objects)
+        db.upsert_objects(objects[:2])  # upsert again: replaced, not duplicated
+        assert db.sql("SELECT count(*) FROM objects")[0][0] == 5
+        assert db.get_object("ent-1") == objects[0]
+        assert db.get_object("nope") is None
+        assert set(db.get_objects(["ent-1", "clm-2", "nope"])) == {"ent-1", "clm-2"}
+        assert db.get_objects([]) == {}
+        assert [o.id for o in db.list_objects(type="claim")] == ["clm-1", "clm-2"]
+        assert [o.id for o in db.list_objects(type="claim", status="active")] == ["clm-2"]
+        assert [o.id for o in db.list_objects(layer=1, limit=2, offset=1)] == ["clm-2", "con-1"]  # created, id
+        assert db.count_by_type() == {"claim": 2, "concept": 1, "entity": 1, "relationship": 1}
+        assert db.count_by_type(status="active") == {"claim": 1, "concept": 1, "entity": 1, "relationship": 1}
+        assert sorted(db.object_ids_for_source("src-1")) == ["clm-1", "con-1", "ent-1", "rel-1"]
+        assert db.sql("SELECT count(*) FROM spans WHERE object_id = 'ent-1'")[0][0] == 2
+        names = set(db.sql("SELECT name, object_id FROM names"))
+        assert {("mara okafor", "ent-1"), ("dr okafor", "ent-1"), ("vector index", "con-1"),
+                ("vector indexes", "con-1")} <= names
+        assert {object_id for _, object_id in names} == {"ent-1", "con-1"}  # only entities and concepts
+        row = db.sql("SELECT type, layer, status, file_path, embedding_id, source_ids FROM objects "
+                     "WHERE id = 'rel-1'")[0]
+        assert row == ("relationship", 1, "active", "layer-1/relationships/rel-1.md", None, ["src-1"])
+    finally:
+        db.close()
+
+
+def test_metadata_store_sources_and_edges(tmp_path: Path):
+    path = tmp_path / "m.duckdb"
+    db = MetadataStore(path).connect()
+    db.insert_sources([_source(2, 2), _source(1, 1, Status.SUPERSEDED)])
+    db.insert_sources([_source(3, 1, path="other.md")])
+    db.upsert_edges([("e1", "a", "b", "supports", 1.0, None, "run"), ("e1", "a", "b", "supports", 0.5, None, "run"),
+                     ("e2", "b", "c", "extends", 1.0, "rel-1", None)])
+    db.close()
+    reader = MetadataStore(path, read_only=True).connect()
+    try:
+        assert [(s.id, s.version) for s in reader.sources_for_partition("key-doc.md")] == [("src-1", 1),
+                                                                                          ("src-2", 2)]
+        assert [s.id for s in reader.sources(status="active")] == ["src-2", "src-3"]
+        assert reader.get_source("src-1").status is Status.SUPERSEDED
+        assert reader.get_source("src-1").ingested_at == T
+        assert reader.get_source("nope") is None
+        assert {k: d.id for k, d in reader.latest_versions(["key-doc.md", "key-other.md", "nope"]).items()} == {
+            "key-doc.md": "src-2", "key-other.md": "src-3"}
+        assert reader.active_source_ids_for_partitions(["key-doc.md", "key-other.md"]) == ["src-2", "src-3"]
+        assert reader.sql("SELECT id, weight FROM edges ORDER BY id") == [("e1", 0.5), ("e2", 1.0)]
+        with pytest.raises(Exception, match="read-only"):
+            reader.sql("DELETE FROM edges")
+    finally:
+        reader.close()
+
+
+def test_metadata_read_only_on_missing_file_is_empty_not_an_error(tmp_path: Path):
+    db = MetadataStore(tmp_path / "none.duckdb", read_only=True).connect()
+    try:
+        assert db.count_by_type() == {} and db.sources() == []
+    finally:
+        db.close()
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+# ---- Chroma vectors ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    return get_embedder(Settings())
+
+
+def test_minilm_embeddings_are_normalised_and_cached(embedder):
+    vectors = embedder.embed(["a cat sat on the mat", "a cat sat on the mat", "quarterly revenue grew"])
+    assert vectors.shape == (3, 384) and str(vectors.dtype) == "float32"
+    assert abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4
+    assert (vectors[0] == vectors[1]).all()
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
+    store = VectorStore(tmp_path / "chroma")
+    texts = {
+        "clm-cat": "A small cat is sleeping on the rug.",
+        "clm-stock": "Stock markets fell sharply after the interest rate decision.",
+        "clm-index": "HNSW is a graph index for approximate nearest neighbour search.",
+        "ent-lisbon": "Lisbon is the capital city of Portugal.",
+    }
+    ids = list(texts)
+    metadatas = [{"type": i.split("-")[0], "status": "active"} for i in ids]
+    store.upsert(ids, embedder.embed(list(texts.values())), metadatas)
+    assert store.count() == 4
+    query = embedder.embed(["a kitten napping on a carpet"])[0]
+    hits = store.query(query, k=2)
+    assert [h[0] for h in hits][0] == "clm-cat"
+    assert len(hits) == 2 and hits[0][1] > hits[1][1]
+    assert store.query(embedder.embed(["vector search graph"])[0], k=1)[0][0] == "clm-index"
+    assert [h[0] for h in store.query(query, k=10, where={"type": "ent"})] == ["ent-lisbon"]
+    assert len(store.query(query, k=50)) == 4
+    assert store.existing(["clm-cat", "nope"]) == {"clm-cat"}
+    store.update_metadata(["clm-cat"], [{"type": "clm", "status": "superseded"}])
+    assert [h[0] for h in store.query(query, k=4, where={"status": "active"})][0] != "clm-cat"
+    again = store.get_embeddings(["clm-cat"])["clm-cat"]
+    assert again.shape == (384,) and abs(float(again @ embedder.embed([texts["clm-cat"]])[0]) - 1) < 1e-4
+
+
+def test_vector_store_persists_and_upserts_without_duplicates(tmp_path: Path, embedder):
+    store = VectorStore(tmp_path / "chroma")
+    assert store.query(embedder.embed(["x"])[0], k=3) == []
+    vectors = embedder.embed(["one", "two"])
+    store.upsert(["a", "b"], vectors, [{"type": "x"}, {"type": "x"}])
+    store.upsert(["a", "b"], vectors, [{"type": "x"}, {"type": "y"}])
+    store.reload()
+    reopened = VectorStore(tmp_path / "chroma")
+    assert reopened.count() == 2
+    assert reopened.existing(["a", "b", "c"]) == {"a", "b"}
+    assert reopened.collection.get(ids=["b"], include=["metadatas"])["metadatas"] == [{"type": "y"}]
