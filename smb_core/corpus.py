@@ -14,6 +14,8 @@ from pathlib import Path
 from smb_core.model import ModelError, split_front_matter
 
 SUFFIXES = (".md", ".markdown")
+#: File timestamps come from a coarse kernel clock that can lag the process clock by a tick.
+CLOCK_GRANULARITY_NS = 20_000_000
 
 
 class DocumentError(ValueError):
@@ -30,7 +32,7 @@ class CorpusFile:
     path: Path  # absolute path as found (may be a symlink)
     relative: str  # POSIX path relative to the corpus root: the document's identity
     partition_key: str
-    mtime_ns: int
+    changed_ns: int  # the later of mtime and ctime: a copy can preserve mtime, never ctime
     size: int
 
 
@@ -46,7 +48,7 @@ def partition_key(relative: str) -> str:
     """A Dagster-safe, stable key for a path: a readable slug plus a short hash of the exact path."""
     stem = re.sub(r"\.(md|markdown)$", "", relative, flags=re.IGNORECASE)
     slug = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:60].strip("-") or "doc"
-    return f"{slug}-{hashlib.sha1(relative.encode('utf-8')).hexdigest()[:8]}"
+    return f"{slug}-{hashlib.sha1(relative.encode('utf-8')).hexdigest()[:12]}"
 
 
 def scan(root: Path) -> list[CorpusFile]:
@@ -66,7 +68,8 @@ def scan(root: Path) -> list[CorpusFile]:
                 stat = path.stat()
             except OSError:  # dangling symlink: reported when read
                 stat = path.lstat()
-            found.append(CorpusFile(path, relative, partition_key(relative), stat.st_mtime_ns, stat.st_size))
+            found.append(CorpusFile(path, relative, partition_key(relative),
+                                    max(stat.st_mtime_ns, stat.st_ctime_ns), stat.st_size))
     return found
 
 
@@ -126,17 +129,22 @@ def _tags(front: dict) -> list[str]:
 class CorpusChanges:
     new: list[CorpusFile]  # paths never seen: need a partition and a run
     modified: list[CorpusFile]  # known paths touched since the watermark: need a run
-    watermark_ns: int  # the newest modification time seen
+    watermark_ns: int  # the newest change seen, but never later than just before the scan began
 
 
-def changes_since(files: list[CorpusFile], known_keys: set[str], watermark_ns: int) -> CorpusChanges:
+def changes_since(files: list[CorpusFile], known_keys: set[str], watermark_ns: int,
+                  scan_started_ns: int | None = None) -> CorpusChanges:
     """Which files need ingesting, from a scan, the known partition keys and the last watermark.
 
     Only file metadata is read; a touched file whose content did not change costs one cheap no-op run.
+    The new watermark never passes the moment the scan started (less the file system clock's
+    granularity), so a file changed while the scan ran is seen by the next tick.
     """
     new = [f for f in files if f.partition_key not in known_keys]
-    modified = [f for f in files if f.partition_key in known_keys and f.mtime_ns > watermark_ns]
-    newest = max((f.mtime_ns for f in files), default=watermark_ns)
+    modified = [f for f in files if f.partition_key in known_keys and f.changed_ns > watermark_ns]
+    newest = max((f.changed_ns for f in files), default=watermark_ns)
+    if scan_started_ns is not None:
+        newest = min(newest, scan_started_ns - CLOCK_GRANULARITY_NS)
     return CorpusChanges(new, modified, max(watermark_ns, newest))
 
 

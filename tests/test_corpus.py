@@ -44,7 +44,7 @@ def test_partition_key_is_safe_and_stable(name):
     key = partition_key(name)
     assert SAFE_KEY.match(key), key
     assert not {",", " ", "/", "\\", "[", "]"} & set(key)
-    assert len(key) <= 60 + 1 + 8
+    assert len(key) <= 60 + 1 + 12
     assert partition_key(name) == key
 
 
@@ -58,10 +58,10 @@ def test_partition_keys_are_unique_per_path_even_when_slugs_collide():
 
 def test_partition_keys_do_not_change_between_releases():
     """Dagster partitions are keyed by these strings: changing the scheme orphans every partition."""
-    assert partition_key("notes/hello world.md") == "notes-hello-world-da0de640"
-    assert partition_key("people/mara-okafor.md") == "people-mara-okafor-21dd1802"
-    assert partition_key("日本語.md") == "doc-ebd69ee8"
-    assert partition_key("a,b.md") == "a-b-33891987"
+    assert partition_key("notes/hello world.md") == "notes-hello-world-da0de640eb21"
+    assert partition_key("people/mara-okafor.md") == "people-mara-okafor-21dd18024746"
+    assert partition_key("日本語.md") == "doc-ebd69ee8df2c"
+    assert partition_key("a,b.md") == "a-b-338919872437"
 
 
 def test_scan_finds_markdown_recursively_sorted_and_skips_hidden_and_other_files(tmp_path: Path):
@@ -75,7 +75,7 @@ def test_scan_finds_markdown_recursively_sorted_and_skips_hidden_and_other_files
     assert first.path == root / "a.markdown"
     assert first.partition_key == partition_key("a.markdown")
     assert first.size == 4
-    assert first.mtime_ns == (root / "a.markdown").stat().st_mtime_ns
+    assert first.changed_ns == max((root / "a.markdown").stat().st_mtime_ns, (root / "a.markdown").stat().st_ctime_ns)
 
 
 def test_scan_of_a_missing_folder_is_a_clear_error(tmp_path: Path):

@@ -4,6 +4,7 @@ range, rejections as observations, asset checks, and the corpus sensor."""
 from __future__ import annotations
 
 import json
+import time
 import os
 from pathlib import Path
 
@@ -212,7 +213,10 @@ def _apply(instance, result: dg.SensorResult) -> None:
 
 
 def _touch(path: Path, after_ns: int) -> None:
-    os.utime(path, ns=(after_ns + 1_000_000_000, after_ns + 1_000_000_000))
+    """Modify a file now (its change time passes the watermark), then let the clock move on."""
+    os.utime(path, None)
+    assert max(path.stat().st_mtime_ns, path.stat().st_ctime_ns) > after_ns
+    time.sleep(0.05)
 
 
 def test_sensor_adds_partitions_and_requests_ranges_then_only_changes(settings, instance):
@@ -220,13 +224,14 @@ def test_sensor_adds_partitions_and_requests_ranges_then_only_changes(settings, 
         write_doc(settings.kbmd_dir, name, f"# {name}\n\ntext\n")
     files = scan(settings.kbmd_dir)
     keys = [f.partition_key for f in files]
+    time.sleep(0.05)  # the files are older than the scan by more than the clock's granularity
 
     result, cursor = _tick(settings, instance, None)  # first tick: everything is new
     (add,) = result.dynamic_partitions_requests
     assert (add.partitions_def_name, list(add.partition_keys)) == ("documents", keys)
     (request,) = result.run_requests
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[0], keys[-1])
-    assert json.loads(cursor) == {"mtime_ns": max(f.mtime_ns for f in files)}
+    assert json.loads(cursor) == {"changed_ns": max(f.changed_ns for f in files)}
     _apply(instance, result)
     assert list(instance.get_dynamic_partitions("documents")) == keys
 
@@ -234,7 +239,7 @@ def test_sensor_adds_partitions_and_requests_ranges_then_only_changes(settings, 
     assert result.run_requests == [] and result.dynamic_partitions_requests == []
     assert next_cursor == cursor
 
-    watermark = json.loads(cursor)["mtime_ns"]
+    watermark = json.loads(cursor)["changed_ns"]
     write_doc(settings.kbmd_dir, "b.md", "# b\n\nchanged\n")
     _touch(settings.kbmd_dir / "b.md", watermark)
     _touch(settings.kbmd_dir / "d.md", watermark)
@@ -243,9 +248,10 @@ def test_sensor_adds_partitions_and_requests_ranges_then_only_changes(settings, 
     assert [(r.tags[RANGE_START], r.tags[RANGE_END]) for r in result.run_requests] == [
         (keys[1], keys[1]), (keys[3], keys[3])]
     assert len({r.run_key for r in result.run_requests}) == 2
-    assert json.loads(cursor)["mtime_ns"] == watermark + 1_000_000_000
+    assert json.loads(cursor)["changed_ns"] > watermark
 
     write_doc(settings.kbmd_dir, "new/e.md", "# e\n")  # a new file: a new partition and a run for it
+    time.sleep(0.05)
     new_key = scan(settings.kbmd_dir)[-1].partition_key
     result, cursor = _tick(settings, instance, cursor)
     assert [list(r.partition_keys) for r in result.dynamic_partitions_requests] == [[new_key]]

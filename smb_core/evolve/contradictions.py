@@ -539,6 +539,9 @@ def _name_token(t) -> bool:
             (re.fullmatch(r"\d+(\.\d+)+|\d+\.x", t.doc[1].text) or t.doc[1].pos_ == "PROPN") and \
             t.lower_ not in _TITLES and not t.is_stop and t.lower_ not in _CATEGORY_NOUNS | _VERSION_NOUNS:
         return True  # "Tessellate 3.0 shipped ...": a name the tagger took for a verb
+    if t.i == 0 and t.text[:1].isupper() and len(t.doc) > 1 and t.doc[1].text in ("'s", "’s", "'") and \
+            not t.is_stop:
+        return True  # "Hawthorn's compiler": a capitalised possessor
     if t.pos_ == "PROPN":
         return t.text not in ("'s", "’s") and t.lower_ not in _MONTHS and not re.fullmatch(r"\d{4}", t.text)
     # capitalised mid-sentence words the tagger called NOUN/ADJ (Codex, Accord, Aurore)
@@ -547,8 +550,20 @@ def _name_token(t) -> bool:
             and t.lemma_.lower() not in _CLASSES and t.lower_ not in _CLASSES)
 
 
+#: Words that make a different place or thing of a name: "Greater Oslo" is not Oslo, "New York" not York.
+_NAME_QUALIFIERS = {"greater", "new", "old", "north", "south", "east", "west", "northern", "southern", "eastern",
+                    "western", "upper", "lower", "inner", "outer", "central", "metropolitan", "little", "great",
+                    "grand", "port", "fort", "saint", "st", "san", "santa", "junior", "jr", "senior", "sr"}
+
+
 def _names_match(a: _Name, b: _Name) -> bool:
-    return a.tokens <= b.tokens or b.tokens <= a.tokens
+    if a.tokens <= b.tokens:
+        small, big = a, b
+    elif b.tokens <= a.tokens:
+        small, big = b, a
+    else:
+        return False
+    return not ((big.tokens - small.tokens) & _NAME_QUALIFIERS)
 
 
 # ---- dates ----------------------------------------------------------------------------------
@@ -1000,6 +1015,9 @@ def _preds(doc) -> list[_Pred]:
             classes.add("hold_event")  # "the battle was fought", "the final was played"
         if lemma == "first" or lemma == "person":
             continue
+        if _repeated(t):
+            # "re-released", "rebuilt", "reopened again": another occurrence, not the single event
+            classes = {"re:" + c for c in classes} or {"re:" + lemma}
         antonym = lemma in _ANTONYM_VERBS
         if antonym:
             classes.add(_ANTONYM_VERBS[lemma])
@@ -1009,6 +1027,16 @@ def _preds(doc) -> list[_Pred]:
 
 _MULTIWORD_ROLES = {("executive", "chief"): "ceo", ("officer", "executive"): "ceo", ("director", "managing"): "ceo",
                     ("editor", "chief"): "editor"}
+
+
+def _repeated(t) -> bool:
+    doc = t.doc
+    if t.i >= 2 and doc[t.i - 1].text in ("-", "–") and doc[t.i - 2].lower_ == "re":
+        return True
+    if t.lower_.startswith("re-") or any(c.lower_ in ("again", "re") for c in t.children):
+        return True
+    lemma = t.lemma_.lower()
+    return lemma.startswith("re") and lemma[2:] in _CLASSES and lemma not in _CLASSES
 
 
 def _first_event(t) -> bool:
@@ -1213,13 +1241,20 @@ def _identity(sent: _Sentence, tok, depth: int = 0) -> set:
                 subj = _subject_of(_clause_verb(tok))
                 if subj is not None and subj is not tok:
                     owners |= {k[1] for k in _identity(sent, subj, depth + 1) if k[0] == "name"}
-            out.add(("noun", tok.lemma_.lower(), frozenset(owners)))
+            definite = any(c.dep_ in ("det", "poss") and c.lower_ in _ANAPHORIC_DETS for c in tok.children)
+            if definite and not owners and not any(c.dep_ == "appos" for c in tok.children):
+                out.add(("pron", tok.lemma_.lower()))  # "the film", "this company": anaphoric, unknown
+            else:
+                out.add(("noun", tok.lemma_.lower(), frozenset(owners)))
     for c in tok.children:  # appositions name the same thing: "Edmund Hale, the founder of X"
         if c.dep_ == "appos":
             out |= {k for k in _identity(sent, c, depth + 1) if k[0] == "name"}
     if tok.dep_ == "appos" and depth == 0:
         out |= {k for k in _identity(sent, tok.head, depth + 1) if k[0] == "name"}
     return out
+
+
+_ANAPHORIC_DETS = {"the", "this", "that", "these", "those", "its", "his", "her", "their", "our", "such"}
 
 
 def _ids_match(x: set, y: set, sx: _Sentence, sy: _Sentence) -> bool | None:
@@ -1343,7 +1378,7 @@ def _same_theme(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred, shared: list
     known_names = [n for n in ks.names if ("name", n.key) in known]
     known_names += [n for k in known if k[0] == "noun" for n in ks.names if n.key in k[2]]
     if not known_names:
-        return bool(shared) and not known
+        return False  # neither side says what it is about
     return any(_names_match(n, m) for n in known_names for m in other.names)
 
 
@@ -1472,7 +1507,7 @@ def judge(a: str, b: str) -> Verdict | None:
     shared = _shared_names(sa, sb)
     if not shared and not _shared_subject_noun(sa, sb):
         return None
-    if _version_conflict(sa, sb) or _qualifier_conflict(sa, sb):
+    if _version_conflict(sa, sb) or _qualifier_conflict(sa, sb) or _descriptor_conflict(sa, sb):
         return None
     for rule in (_rule_exclusive, _rule_polarity, _rule_date, _rule_place, _rule_person, _rule_number):
         verdict = rule(sa, sb, shared)
@@ -1486,8 +1521,9 @@ def _shared_names(sa: _Sentence, sb: _Sentence) -> list[tuple[_Name, _Name]]:
 
 
 def _shared_subject_noun(sa: _Sentence, sb: _Sentence) -> bool:
-    def heads(s):
-        return {t.lemma_.lower() for t in s.doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"}
+    def heads(s):  # generic statements about a kind: "Copper conducts ...", "Water freezes ..."
+        return {t.lemma_.lower() for t in s.doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"
+                and not any(c.dep_ in ("det", "poss") for c in t.children)}
     return bool(heads(sa) & heads(sb))
 
 
@@ -1568,6 +1604,27 @@ def _qualifier_conflict(sa: _Sentence, sb: _Sentence) -> bool:
                     elif xa and xb and not (xa & xb):
                         return True
     return False
+
+
+def _descriptors(sent: _Sentence) -> set[str]:
+    """Nationalities describing the subject: 'X is an English footballer', 'the American chemist X'."""
+    doc = sent.doc
+    out = set()
+    for t in doc:
+        if t.ent_type_ != "NORP" or t.pos_ not in ("ADJ", "PROPN", "NOUN"):
+            continue
+        head = t.head
+        if head.pos_ in ("NOUN", "PROPN") and (head.dep_ in ("attr", "appos", "nsubj", "nsubjpass", "compound")
+                                               or head.i in sent.name_at):
+            out.add(_fold(t.text))
+    return out
+
+
+def _descriptor_conflict(sa: _Sentence, sb: _Sentence) -> bool:
+    """Two people or things of the same name told apart by nationality: an English footballer and an
+    American politician called John Smith are not the same John Smith."""
+    da, db = _descriptors(sa), _descriptors(sb)
+    return bool(da and db and not (da & db))
 
 
 def _name_in(key: str, own: _Sentence, other: _Sentence) -> bool:
@@ -1948,7 +2005,7 @@ def _lift_attribute_owners(sent: _Sentence, ids: set) -> set:
     for k in ids:
         if k[0] == "noun" and k[2]:
             out |= {("name", n) for n in k[2]}
-    if any(k[0] == "noun" and not k[2] for k in ids):
+    if not ids or any((k[0] == "noun" and not k[2]) or k[0] == "pron" for k in ids):
         # "The battery in the Hexa X2", "the Pro plan of Ledgerly": take the names inside the subject phrase
         for t in sent.doc:
             if t.dep_ in ("nsubj", "nsubjpass"):
