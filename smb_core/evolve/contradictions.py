@@ -30,7 +30,6 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 
@@ -130,7 +129,6 @@ _PHRASES = {
     ("take", "over"): "acquire",
     ("tear", "down"): "ended",
     ("shut", "down"): "ended",
-    ("go", "trial"): "tried",
 }
 
 #: Classes whose date (and place) is that of a single event once the subject is fixed.
@@ -222,10 +220,11 @@ _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixt
 _VERSION_NOUNS = {"generation", "edition", "volume", "series", "season", "model", "version", "release",
                   "instalment", "installment", "part", "gen", "iteration", "revision", "episode", "book"}
 #: "The town of X": the noun only says what kind of thing X is.
-_CATEGORY_NOUNS = {"edition", "generation", "volume", "instalment", "installment", "town", "city", "village", "island", "county", "province", "state", "region", "country",
-                   "district", "municipality", "parish", "hamlet", "port", "version", "release", "compound",
-                   "element", "film", "novel", "album", "song", "book", "company", "band", "language",
-                   "game", "programme", "program", "series", "sequel"}
+_CATEGORY_NOUNS = {"edition", "generation", "volume", "instalment", "installment", "town", "city", "village",
+                   "island", "county", "province", "state", "region", "country", "district", "municipality",
+                   "parish", "hamlet", "port", "version", "release", "compound", "element", "film", "novel",
+                   "album", "song", "book", "company", "band", "language", "game", "programme", "program",
+                   "series", "sequel"}
 _TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "dame", "lord", "lady", "senator", "sen", "rep", "st",
            "saint", "president", "king", "queen", "prince", "princess", "general", "captain", "judge",
            "the", "a", "an", "of", "and", "for", "in", "on", "at", "de", "la", "le", "von", "van", "der"}
@@ -237,9 +236,6 @@ _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
                  "hundred": 100, "dozen": 12}
 _MULTIPLIERS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6,
                 "bn": 1e9}
-_APPROX = {"about", "around", "roughly", "approximately", "approx", "some", "circa", "c.", "~", "estimated",
-           "nearly", "almost", "close", "just", "maybe", "perhaps", "over", "under", "more", "less", "fewer",
-           "above", "below", "least", "most", "upwards", "exceeds", "exceeding", "than", "up"}
 
 #: unit -> (dimension, factor to the base unit) ; temperatures are converted separately.
 _UNITS: dict[str, tuple[str, float]] = {
@@ -431,7 +427,6 @@ class _Sentence:
         self.versions = _versions(doc, self)
         self.quantities = _quantities(doc, self)
         self.preds = _preds(doc)
-        self.years = {d.lo // 1000 for d in self.dates}  # not used for equality; see time_points
         self.time_points = [(d.lo, d.hi) for d in self.dates]
         words = {t.lower_ for t in doc}
         self.marks = words & _UNIQUE_MARKS
@@ -986,26 +981,24 @@ def _preds(doc) -> list[_Pred]:
     out = []
     for t in doc:
         lemma = _lemma(t)
-        if t.pos_ == "VERB" or (t.pos_ == "AUX" and t.dep_ == "ROOT" and False):
+        if t.pos_ == "VERB":
             pass
         elif t.pos_ == "ADJ" and t.dep_ in ("acomp", "attr", "conj", "oprd", "ROOT", "amod"):
             if t.dep_ == "amod" and lemma not in _STATES and lemma not in _CLASSES:
                 continue
-        elif t.pos_ in ("NOUN", "PROPN") and (lemma in _CLASSES or lemma in _STATES or
-                                              (t.dep_ == "attr" and t.pos_ == "NOUN") or
-                                              _stem(lemma) in _NOUN_STEMS or _first_event(t) or
-                                              (lemma, "chief") in _MULTIWORD_ROLES):
-            pass
-        else:
+        elif not (t.pos_ in ("NOUN", "PROPN") and (lemma in _CLASSES or lemma in _STATES or
+                                                   (t.dep_ == "attr" and t.pos_ == "NOUN") or
+                                                   _stem(lemma) in _NOUN_STEMS or _first_event(t) or
+                                                   (lemma, "chief") in _MULTIWORD_ROLES)):
             continue
         classes = set(_CLASSES.get(lemma, ()))
         particle = next((c.lower_ for c in t.children if c.dep_ in ("prt", "prep", "dobj", "acomp", "advmod")
                          and (lemma, c.lower_) in _PHRASES), None)
         if particle:
             classes.add(_PHRASES[(lemma, particle)])
-        if (lemma, "trial") in _PHRASES and any(c.dep_ == "prep" and any(p.lower_ == "trial" for p in c.children)
-                                                 for c in t.children):
-            classes.add("tried")
+        if any(c.dep_ == "prep" and c.lower_ == "to" and any(x.lower_ == "trial" for x in c.children)
+               for c in t.children):
+            classes.add("tried")  # "went to trial"
         for c in t.children:
             if (lemma, c.lower_) in _MULTIWORD_ROLES:
                 classes.add(_MULTIWORD_ROLES[(lemma, c.lower_)])
@@ -1161,12 +1154,8 @@ def _theme_tokens(sent: _Sentence, p: _Pred) -> list:
                                                                              "hold_event", "open", "support",
                                                                              "accept", "contain", "require",
                                                                              "ended", "cancelled", "possess"})
-        if obj is not None and agentive and p.lemma != "have" and not ("hold_event" in p.classes and
-                                                                       "possess" in p.classes and False):
-            if "hold_event" in p.classes and p.lemma == "host":
-                return [obj]
-            if agentive - {"support", "accept", "contain", "require", "possess"}:
-                return [obj]
+        if obj is not None and p.lemma != "have" and agentive - {"support", "accept", "contain", "require", "possess"}:
+            return [obj]  # "Solveig Andersen founded Nordic Loom": about Nordic Loom
         s = _subject_of(t)
         return [s] if s is not None else []
     if t.pos_ in ("NOUN", "PROPN"):
@@ -1488,8 +1477,6 @@ def _containers(sent: _Sentence, tok_i: int) -> set[str]:
     h = t.head
     if t.dep_ == "appos" and h.i in sent.name_at:
         out.add(sent.name_at[h.i].key)
-    if t.dep_ == "poss":
-        pass
     return out
 
 
@@ -2047,8 +2034,6 @@ def _object_lemmas(sent: _Sentence, p: _Pred) -> set[str]:
                 out.add(c.lemma_.lower())
             if c.dep_ == "prep":
                 heads.extend(x for x in c.children if x.dep_ == "pobj")
-        if t.dep_ in ("dobj", "pobj") and t.head.pos_ in ("VERB", "ADP"):
-            pass
     if t.pos_ == "ADJ":
         out |= {c.lemma_.lower() for c in t.children if c.dep_ == "advmod" and c.pos_ == "ADV"
                 and c.lower_ not in ("not", "never", "very", "also", "still", "now", "fully", "only")}
@@ -2080,12 +2065,9 @@ def _rule_polarity(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
         neg_obj = oa if na else ob
         pos_obj = ob if na else oa
         if neg_obj and pos_obj and not (neg_obj & pos_obj):
-            continue
-        if not neg_obj and pos_obj and neg_p.neg not in ("never",) and not pos_p.antonym and not neg_p.antonym:
-            # "X is not supported" vs "X supports Y": only a universal negation clashes with a specific claim
-            pass
+            continue  # "does not support A" / "supports B"
         if neg_obj and not pos_obj and sa.doc[pa.i].pos_ == "VERB" and sb.doc[pb.i].pos_ == "VERB":
-            continue
+            continue  # "does not support A" / "is supported": only an unrestricted negation clashes with anything
         attr = _attr_name(common)
         return Verdict("polarity", attr,
                        f"{attr}: '{sa.doc[pa.i].text}' {'negated' if na else 'asserted'} vs "

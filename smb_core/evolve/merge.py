@@ -52,7 +52,7 @@ def _kinds_conflict(a: MemoryObject, b: MemoryObject) -> bool:
     return False
 
 
-def decide(names: float, multiword: bool, vector: float, context: float, shared: int, conflict: bool) -> bool:
+def decide(names: float, vector: float, context: float, shared: int, multiword: bool, conflict: bool) -> bool:
     """Whether two objects name the same thing, from independent signals.
 
     The same multi-word name is enough unless the kinds conflict; a one-word entity name ("Mercury",
@@ -145,9 +145,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         context = _neighbour_names(db, sorted(others))
     other_vectors = bank.vectors.get_embeddings(other_ids)
     all_vectors = {**vectors, **other_vectors}
-    described = [o for o in others.values() if o.description]
-    contexts = dict(zip([o.id for o in described], bank.embedder.embed([o.description for o in described])))
-    pairs = []
+    scored = []  # (a, b, name similarity, vector similarity, shared neighbours, multiword, conflict)
     for oid, cands in candidates.items():
         a = others[oid]
         for cid in cands:
@@ -157,15 +155,25 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
             names = name_similarity(a.title, b.title)
+            if names < NAME_SIMILAR:
+                continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
-            ctx = float(contexts[oid] @ contexts[cid]) if oid in contexts and cid in contexts else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
             multiword = len(normalise_name(QUALIFIER.sub("", a.title)).split()) >= 2 or not isinstance(a, Entity)
-            if decide(names, multiword, cosine, ctx, shared, _kinds_conflict(a, b)):
-                score = 0.4 * names + 0.3 * cosine + 0.2 * ctx + 0.1 * min(shared, 3) / 3
-                pair = tuple(sorted((oid, cid)))
-                pairs.append((*pair, round(score, 4), {"name": round(names, 3), "vector": round(cosine, 3),
-                                                      "context": round(ctx, 3), "shared_neighbours": shared}))
+            scored.append((a, b, names, cosine, shared, multiword, _kinds_conflict(a, b)))
+    # Context sentences are embedded only for the pairs the other signals leave undecided.
+    undecided = [x for x in scored
+                 if decide(x[2], x[3], 0.0, *x[4:]) != decide(x[2], x[3], 1.0, *x[4:])]
+    described = sorted({o.id: o for x in undecided for o in x[:2] if o.description}.values(), key=lambda o: o.id)
+    contexts = dict(zip([o.id for o in described], bank.embedder.embed([o.description for o in described])))
+    pairs = []
+    for a, b, names, cosine, shared, multiword, conflict in scored:
+        ctx = float(contexts[a.id] @ contexts[b.id]) if a.id in contexts and b.id in contexts else 0.0
+        if decide(names, cosine, ctx, shared, multiword, conflict):
+            score = 0.4 * names + 0.3 * cosine + 0.2 * ctx + 0.1 * min(shared, 3) / 3
+            pair = tuple(sorted((a.id, b.id)))
+            pairs.append((*pair, round(score, 4), {"name": round(names, 3), "vector": round(cosine, 3),
+                                                  "context": round(ctx, 3), "shared_neighbours": shared}))
     unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
     return [unique[key] for key in sorted(unique)]
 

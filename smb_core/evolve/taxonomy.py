@@ -16,7 +16,7 @@ import networkx as nx
 from smb_core.bank import Bank
 from smb_core.evolve.cycle import Cycle
 from smb_core.extract.base import normalise_name
-from smb_core.model import Cluster, Edge, EdgeType, Taxonomy, stable_id
+from smb_core.model import CanonicalConcept, Cluster, Edge, EdgeType, Taxonomy, stable_id
 
 CLUSTER_SIMILARITY = 0.72
 CLUSTER_NEIGHBOURS = 6
@@ -84,14 +84,15 @@ def build_taxonomy(bank: Bank, cycle: Cycle) -> tuple[list[Taxonomy], list[Edge]
 
 
 def build_clusters(bank: Bank, cycle: Cycle) -> tuple[list[Cluster], list[Edge]]:
+    """Clusters of canonical concepts (those named in several documents): a bounded global pass."""
     with bank.reading() as db:
-        nodes = _concept_nodes(db)
+        nodes = {i: v for i, v in _concept_nodes(db).items() if i.startswith(CanonicalConcept.id_prefix)}
     ids = sorted(nodes)
     vectors = bank.vectors.get_embeddings(ids)
     ids = [i for i in ids if i in vectors]
     graph = nx.Graph()
     graph.add_nodes_from(ids)
-    where = {"$and": [{"status": "active"}, {"type": {"$in": ["concept", "canonical_concept"]}}]}
+    where = {"$and": [{"status": "active"}, {"type": "canonical_concept"}]}
     for node, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], CLUSTER_NEIGHBOURS, where)):
         for other, similarity in found:
             if other != node and other in nodes and similarity >= CLUSTER_SIMILARITY:

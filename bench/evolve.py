@@ -1,0 +1,75 @@
+"""Evolution cycle cost: a full first cycle over a large bank, then an incremental cycle after new
+documents, at two bank sizes, with peak RSS.
+
+The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
+increment is a batch of passages held back from the first build (about 1,000 new objects).
+
+    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import load_2wiki, write_corpus  # noqa: E402
+
+from smb_core.bank import Bank  # noqa: E402
+from smb_core.settings import Settings  # noqa: E402
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_size(size: int, increment: int, root: Path) -> dict:
+    from smb_pipeline.runner import run_evolve, run_ingest
+
+    passages, _ = load_2wiki()
+    base, extra = passages[: size - increment], passages[size - increment : size]
+    corpus = root / f"kbmd-{size}"
+    write_corpus(base, corpus)
+    settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
+    assert run_ingest(settings).success
+    objects = sum(Bank(settings=settings).status()["types"].values())
+    started = time.perf_counter()
+    _, report = run_evolve(settings)
+    full = time.perf_counter() - started
+    assert report.success, report.failures
+    for i, passage in enumerate(extra):  # new documents since the first cycle
+        (corpus / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n", encoding="utf-8")
+    assert run_ingest(settings).success
+    added = sum(Bank(settings=settings).status()["types"].values()) - objects
+    started = time.perf_counter()
+    _, report = run_evolve(settings)
+    incremental = time.perf_counter() - started
+    assert report.success, report.failures
+    return {"size": size, "objects": objects, "full_s": full, "added_objects": added, "incremental_s": incremental,
+            "rss_mb": _rss_mb()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="3000,6119", help="documents per bank, comma-separated")
+    parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
+    parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
+    args = parser.parse_args()
+    root = args.bank_root or Path(tempfile.mkdtemp(prefix="smb-evolve-bench-"))
+    rows = [run_size(int(s), args.increment, root) for s in args.sizes.split(",")]
+    print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
+          f"{'peak RSS MB':>12}")
+    for r in rows:
+        print(f"{r['size']:>9} {r['objects']:>9} {r['full_s']:>13.1f} {r['added_objects']:>14} "
+              f"{r['incremental_s']:>14.1f} {r['rss_mb']:>12.0f}")
+    print("targets: full cycle <= 600 s at ~100k objects, incremental <= 60 s and not growing with the bank, "
+          "peak RSS <= 4 GB")
+
+
+if __name__ == "__main__":
+    main()
