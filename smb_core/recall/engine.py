@@ -34,6 +34,11 @@ BRIDGE_WEIGHT = 3.0  # ...then the documents their relevant sentences point to, 
 MIN_SPECIFICITY = 0.46
 SPECIFICITY_SATURATION = 1.15
 LOWER_CASE_PENALTY = 0.5
+OBJECT_DOCUMENTS = 8  # objects are drawn from this many best documents (plus vector and graph hits)
+GRAPH_BONUS = 0.05  # a small lift for objects the graph reaches from entities the question names
+#: Statements answer questions better than bare names; relationships are statements with a type.
+TYPE_PRIOR = {"claim": 1.0, "relationship": 0.95, "contradiction": 1.0, "entity": 0.9, "canonical_entity": 0.9,
+              "concept": 0.8, "canonical_concept": 0.8}
 
 
 def rrf(ranked: Sequence[str]) -> dict[str, float]:
@@ -156,7 +161,7 @@ class RecallEngine:
         for doc, value in bridge.items():
             scores[doc] = scores.get(doc, 0.0) + BRIDGE_WEIGHT * value
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ranked, {"paths": paths, "seeds": seeds, "names": names}
+        return ranked, {"paths": paths, "seeds": seeds, "names": names, "vector": vector, "residual": residual}
 
     def recall_documents(self, db: MetadataStore, question: str, k: int = 8) -> list[DocumentHit]:
         from smb_core.query import DocumentHit
@@ -175,50 +180,45 @@ class RecallEngine:
 
     def recall(self, db: MetadataStore, question: str, k: int = 10, hops: int = 2, edge_type: str | None = None,
                types: Sequence[str] | None = None) -> list[Hit]:
-        """Objects ranked by their own match to the question, boosted by the rank of their document."""
+        """Objects ranked by how well they answer the question (or what it asks about the things it
+        names), weighted by the rank of their document, plus graph neighbours of the named entities."""
         ranked_docs, info = self.rank_documents(db, question)
-        doc_score = dict(ranked_docs[:20])
-        top = max(doc_score.values(), default=1.0)
-        candidates: dict[str, float] = defaultdict(float)
-        for object_id, similarity, source in self._vector_objects(question, 4 * k + 40):
-            candidates[object_id] = max(candidates[object_id], similarity)
-        units = lexical.bm25_objects(db, question, list(doc_score), 10 * k)
-        top_lex = max((s for _, s in units), default=1.0)
-        for object_id, score in units:
-            candidates[object_id] = max(candidates[object_id], 0.8 * score / top_lex)
+        top_docs = dict(ranked_docs[:OBJECT_DOCUMENTS])
+        best_doc = max(top_docs.values(), default=1.0) or 1.0
+        candidates = {r[0] for r in db.sql(
+            "SELECT id FROM objects WHERE status = 'active' AND layer >= 1 AND list_has_any(source_ids, ?::VARCHAR[])",
+            [list(top_docs)])}
+        candidates.update(i for i, _, _ in self.bank.vectors.query_with_source(info["vector"], 2 * k + 20,
+                                                                             {"status": "active"}))
         links = link_text(db, question)
-        for link in links:
-            for object_id in link.object_ids:
-                candidates[object_id] = max(candidates[object_id], 0.7)
-        graph_paths = self._graph_neighbours(links, hops, edge_type, candidates)
-        rows = db.sql(
-            "SELECT id, type, source_ids FROM objects WHERE id IN (SELECT unnest(?)) AND status = 'active'",
-            [list(candidates)],
-        )
+        graph_paths = self._graph_neighbours(links, hops, edge_type)
+        candidates.update(graph_paths)
+        rows = db.sql("SELECT id, type, source_ids FROM objects WHERE id IN (SELECT unnest(?)) AND status = 'active'",
+                      [sorted(candidates)])
+        rows = [r for r in rows if not types or r[1] in types]
+        vectors = self.bank.vectors.get_embeddings([r[0] for r in rows])
         scored = []
         for object_id, type_, source_ids in rows:
-            if types and type_ not in types:
+            vector = vectors.get(object_id)
+            if vector is None:
                 continue
-            boost = max((doc_score.get(s, 0.0) for s in source_ids), default=0.0) / top
-            scored.append((object_id, candidates[object_id] * (0.5 + boost)))
+            similarity = max(float(vector @ info["vector"]), float(vector @ info["residual"]))
+            document = max((top_docs.get(s, 0.0) for s in source_ids), default=0.0) / best_doc
+            graph = GRAPH_BONUS if object_id in graph_paths else 0.0
+            scored.append((object_id, TYPE_PRIOR.get(type_, 0.9) * similarity * (0.5 + 0.5 * document) + graph))
         scored.sort(key=lambda kv: (-kv[1], kv[0]))
         return self._hits(db, scored[:k], graph_paths, doc_paths=info["paths"])
 
-    def _graph_neighbours(self, links: list[Link], hops: int, edge_type: str | None,
-                          candidates: dict[str, float]) -> dict[str, list[list[str]]]:
-        """Objects within `hops` of the linked entities join the candidates, with the paths to them."""
+    def _graph_neighbours(self, links: list[Link], hops: int, edge_type: str | None) -> dict[str, list[list[str]]]:
+        """Objects within `hops` of the entities the question names, with the paths that reach them."""
         paths: dict[str, list[list[str]]] = defaultdict(list)
         if hops <= 0:
             return paths
-        graph = self.bank.graph
         for link in links[:5]:
             for entity in link.object_ids[:5]:
-                for path in graph.multi_hop(entity, max_hops=min(hops, 2), edge_type_filter=edge_type, limit=200):
-                    target = path[-1]
-                    decay = 0.6 ** (len(path) - 1)
-                    candidates[target] = max(candidates.get(target, 0.0), 0.6 * decay)
-                    if len(paths[target]) < 3:
-                        paths[target].append(path)
+                for path in self.bank.graph.multi_hop(entity, max_hops=hops, edge_type_filter=edge_type, limit=200):
+                    if len(paths[path[-1]]) < 3:
+                        paths[path[-1]].append(path)
         return paths
 
     def _hits(self, db: MetadataStore, scored: list[tuple[str, float]], graph_paths: dict,
