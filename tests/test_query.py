@@ -1,0 +1,163 @@
+"""The agent interface, `smb_core.query`, on a real bank built from a small multi-hop corpus."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from smb_core.bank import LayerZeroImmutableError
+from smb_core.cli import main as smb
+from smb_core.corpus import scan
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.model import Claim, Concept, Contradiction, Edge, ModelError, Status, stable_id
+from smb_core.query import MemoryBank
+from smb_core.settings import Settings
+from tests.conftest import write_doc
+
+CORPUS = {
+    "aurora.md": "# The Aurora Index\n\nThe Aurora index is a disk-resident graph index in Lumen DB. "
+    "Tomas Varga designed the Aurora index between 2019 and 2021.\n",
+    "varga.md": "# Tomas Varga\n\nTomas Varga is a Hungarian engineer. Tomas Varga was born in Debrecen in 1984. "
+    "He studied mathematics in Budapest.\n",
+    "lumen.md": "# Lumen DB\n\nLumen DB is an open source vector database. Lumen Labs released Lumen DB 1.0 in 2019.\n",
+    "okafor.md": "# Mara Okafor\n\nMara Okafor founded Lumen Labs in Lisbon in 2017. She was born in Lagos.\n",
+    "weather.md": "# Lisbon weather\n\nLisbon has mild winters and hot, dry summers. Rain falls mostly in winter.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def bank_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("query")
+    corpus, bank_path = root / "kbmd", root / "bank"
+    for name, text in CORPUS.items():
+        write_doc(corpus, name, text)
+    with MemoryBank.open(bank_path, read_only=False, settings=Settings(memory_bank_dir=bank_path)) as bank:
+        core = bank._bank
+        outcomes = ingest_sources(core, scan(corpus), corpus, run_id="test")
+        extract_sources(core, [o.source_id for o in outcomes], get_extractor(core.settings), run_id="test")
+    return bank_path
+
+
+def test_recall_documents_follows_a_multi_hop_question(bank_dir: Path) -> None:
+    with MemoryBank.open(bank_dir) as bank:
+        hits = bank.recall_documents("Where was the designer of the Aurora index born?", k=3)
+    assert [h.path for h in hits][:2] == ["aurora.md", "varga.md"]
+    assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_recall_hits_carry_sources_spans_and_graph_paths(bank_dir: Path) -> None:
+    with MemoryBank.open(bank_dir) as bank:
+        hits = bank.recall("Who designed the Aurora index?", k=5)
+        text = bank.source_text(hits[0].source.id)
+    top = hits[0]
+    assert "Tomas Varga designed the Aurora index" in top.object.text()
+    assert top.source.path == "aurora.md" and top.source.title == "The Aurora Index"
+    span = top.source.span
+    assert text[span.start : span.end].startswith("Tomas Varga designed")
+    assert all(h.source is not None for h in hits)
+    bridged = [h for h in MemoryBank.open(bank_dir).recall("Where was the designer of the Aurora index born?", k=10)
+               if h.source.path == "varga.md"]
+    assert bridged and any(p and p[0] != p[-1] for h in bridged for p in h.paths)
+
+
+def test_search_filters_by_type(bank_dir: Path) -> None:
+    with MemoryBank.open(bank_dir) as bank:
+        hits = bank.search("vector database", k=3, type="claim")
+    assert hits and all(h.object.type.value == "claim" for h in hits)
+    assert "vector database" in hits[0].object.text()
+
+
+def test_get_list_sources_and_graph(bank_dir: Path) -> None:
+    with MemoryBank.open(bank_dir) as bank:
+        assert len(bank.sources()) == len(CORPUS)
+        entities = bank.list(type="entity", limit=1000)
+        varga = next(e for e in entities if e.title == "Tomas Varga" and "document-subject" not in e.tags)
+        assert bank.get(varga.id) == varga
+        assert bank.list(type="claim", layer=1, status="active", limit=2) and bank.list(layer=6) == []
+        neighbours = bank.neighbors(varga.id)
+        assert neighbours and {n["edge_type"] for n in neighbours} <= {"references", "related_to", "extends",
+                                                                       "derives_from", "contains"}
+        assert all(n["edge_type"] == "references" for n in bank.neighbors(varga.id, edge_type="references"))
+        paths = bank.multi_hop(varga.id, max_hops=2)
+        assert paths and all(p[0] == varga.id and 2 <= len(p) <= 3 for p in paths)
+        far = paths[-1][-1]
+        assert bank.path(varga.id, far)[0] == varga.id and bank.path(varga.id, far)[-1] == far
+        assert varga.id in bank.nodes_by_type("entity")
+        stats = bank.graph_stats()
+        assert stats["nodes"] > 10 and stats["edges"] > 10 and set(stats["node_types"]) <= {
+            "concept", "entity", "claim", "insight", "narrative", "abstraction"}
+        with pytest.raises(ModelError):
+            bank.nodes_by_type("document")
+        with pytest.raises(ModelError):
+            bank.recall("x", edge_type="likes")
+
+
+def test_read_only_handle_refuses_writes(bank_dir: Path) -> None:
+    with MemoryBank.open(bank_dir) as bank:
+        with pytest.raises(PermissionError):
+            bank.create(Concept(id="con-x", title="x"))
+
+
+def test_agent_writes_are_consistent_and_visible(tmp_path: Path, bank_dir: Path) -> None:
+    import shutil
+
+    path = tmp_path / "bank"
+    shutil.copytree(bank_dir, path)
+    with MemoryBank.open(path, read_only=False, agent="tester") as bank:
+        note = bank.remember("Priya Raman prefers disk-resident indexes for billion-scale search.",
+                             title="Meeting note", tags=["meeting"])
+        created = bank.create(Concept(id=stable_id("con", "agent", "disk"), title="disk-resident index"))
+        updated = bank.update(created.id, description="An index whose graph lives on SSD.")
+        edge = bank.link(created.id, bank.list(type="entity", limit=1)[0].id, "related_to")
+        deprecated = bank.deprecate(created.id, "superseded by the canonical concept")
+        with pytest.raises(ModelError):
+            bank.update(created.id, id="other")
+        with pytest.raises(KeyError):
+            bank.link(created.id, "missing-id", "related_to")
+        with pytest.raises(ModelError):
+            bank.link(created.id, created.id, "likes")
+        with pytest.raises(LayerZeroImmutableError):
+            bank._bank.write([bank.sources()[0]])
+    assert isinstance(edge, Edge)
+    with MemoryBank.open(path) as reader:  # another handle sees every write
+        assert reader.get(created.id).status == Status.DEPRECATED
+        assert reader.get(created.id).status_reason == "superseded by the canonical concept"
+        assert reader.get(created.id).description == updated.description
+        assert reader.get(created.id).run_id == "agent:tester"
+        assert any(s.id == note.id and s.provenance == "agent:tester" for s in reader.sources())
+        hits = reader.recall("Which indexes does Priya Raman prefer?", k=3)
+        assert hits[0].source.id == note.id
+        assert reader._bank.status()["consistent"]
+
+
+def test_contradictions_are_shown_on_hits(tmp_path: Path, bank_dir: Path) -> None:
+    import shutil
+
+    path = tmp_path / "bank"
+    shutil.copytree(bank_dir, path)
+    with MemoryBank.open(path, read_only=False) as bank:
+        claim = next(c for c in bank.list(type="claim", limit=100) if "born in Debrecen" in c.text())
+        other = Claim(id=stable_id("clm", "test", "szeged"), title="Tomas Varga was born in Szeged.",
+                      statement="Tomas Varga was born in Szeged.", source_ids=[claim.source_ids[0]])
+        bank.create(other)
+        contradiction = Contradiction(id=stable_id("ctr", claim.id, other.id), title="birthplace of Tomas Varga",
+                                      claim_ids=[claim.id, other.id], derived_from=[claim.id, other.id],
+                                      attribute="place")
+        bank.create(contradiction)
+        hits = bank.recall("Where was Tomas Varga born?", k=5)
+        listed = bank.contradictions()
+    disputed = [h for h in hits if h.object.id == claim.id]
+    assert disputed and disputed[0].disputed and disputed[0].contradictions[0].id == contradiction.id
+    assert listed[0]["id"] == contradiction.id and {s["id"] for s in listed[0]["sides"]} == {claim.id, other.id}
+
+
+def test_cli_recall_json(bank_dir: Path, capsys) -> None:
+    assert smb(["recall", "Where was the designer of the Aurora index born?", "--bank", str(bank_dir),
+                "--documents", "--json", "--k", "2"]) == 0
+    documents = json.loads(capsys.readouterr().out)
+    assert [d["path"] for d in documents] == ["aurora.md", "varga.md"]
+    assert set(documents[0]) == {"id", "path", "title", "score"}
+    assert smb(["recall", "Who designed the Aurora index?", "--bank", str(bank_dir), "--json", "--k", "3"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert set(hits[0]) == {"id", "type", "title", "text", "score", "source", "paths", "contradictions"}
+    assert set(hits[0]["source"]) == {"id", "path", "title", "span"}
