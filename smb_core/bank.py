@@ -93,6 +93,11 @@ class Bank:
         with self.writing():
             pass
 
+    @property
+    def generation(self) -> str | None:
+        """Changes whenever any process has written to the bank (as of this process's last session)."""
+        return self._generation_seen
+
     def _generation_file(self) -> Path:
         return self.root / ".generation"
 

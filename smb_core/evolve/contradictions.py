@@ -16,9 +16,14 @@
 4. *Same time.* Statements dated differently ("CEO from 2015 to 2019" / "CEO since 2020"), scoped by
    since/until, or about different versions, editions or parts are not contradictions.
 
-Precision matters more than recall: whenever a rule cannot tell, it says nothing.
-`find_contradictions` generates candidates sub-quadratically (shared entity names, then ANN over claim
-embeddings) and turns each verdict into a Contradiction object, two `contradicts` edges and a Question.
+Precision matters more than recall: whenever a rule cannot tell, it says nothing. A subject that is a
+pronoun or an anaphoric description ("He", "the film") is unknown, so such a claim matches nothing.
+
+`find_contradictions` generates candidates sub-quadratically (claims referencing an entity or concept of
+the same normalised name, plus ANN over claim embeddings), keeps pairs whose claims share a referenced
+name, skips documents about different same-named subjects ("X (footballer)" / "X (politician)"), resolves
+a leading he/she/it/they to the document's subject when the extractor did, and turns each verdict into a
+Contradiction object (deterministic id, never rewritten once stored), two `contradicts` edges and a Question.
 """
 
 from __future__ import annotations
@@ -397,6 +402,7 @@ class _Qty:
 class _Name:
     key: str  # normalised full name
     tokens: frozenset[str]  # significant tokens (versions and titles removed)
+    first: str  # the first significant token, in order
     start: int  # token span
     end: int
 
@@ -483,7 +489,7 @@ def _names(doc) -> list[_Name]:
         t = doc[i]
         if _name_token(t) or re.fullmatch(r"[A-Z][a-z]{2,}-\d+[a-z]?", t.text):
             j = i + 1
-            while j < n and (_name_token(doc[j]) or (doc[j].lower_ in ("of", "for", "v.", "vs.", "&", "-", "de")
+            while j < n and (_name_token(doc[j]) or (doc[j].lower_ in ("of", "v.", "vs.", "&", "-", "de")
                                                         and j + 1 < n and _name_token(doc[j + 1])
                                                         and doc[j + 1].pos_ == "PROPN")):
                 j += 1
@@ -523,13 +529,16 @@ def _names(doc) -> list[_Name]:
                 continue
             significant = frozenset(codes)  # "Cobalt-60", "Orbis-7": the designation is the name
         key = " ".join(w for w in words if w not in ("the", "a", "an"))
-        out.append(_Name(key=key, tokens=significant, start=start, end=end))
+        first = next((w for w in words if w in significant), "")
+        out.append(_Name(key=key, tokens=significant, first=first, start=start, end=end))
     return out
 
 
 def _name_token(t) -> bool:
     if t.i > 0 and t.doc[t.i - 1].text.startswith("°"):
         return False  # the C of "78 °C"
+    if t.ent_type_ in ("NORP", "LANGUAGE") and (t.pos_ == "ADJ" or re.search(r"(an|ese|ish|ic|i|ch)$", t.lower_)):
+        return False  # nationalities and languages ("French", "South Korean") are not what a claim is about
     if t.i == 0 and t.text[:1].isupper() and t.pos_ != "PROPN" and len(t.doc) > 1 and \
             (re.fullmatch(r"\d+(\.\d+)+|\d+\.x", t.doc[1].text) or t.doc[1].pos_ == "PROPN") and \
             t.lower_ not in _TITLES and not t.is_stop and t.lower_ not in _CATEGORY_NOUNS | _VERSION_NOUNS:
@@ -537,6 +546,10 @@ def _name_token(t) -> bool:
     if t.i == 0 and t.text[:1].isupper() and len(t.doc) > 1 and t.doc[1].text in ("'s", "’s", "'") and \
             not t.is_stop:
         return True  # "Hawthorn's compiler": a capitalised possessor
+    if t.pos_ == "ADV" and t.text[:1].isupper() and not t.is_stop and t.lower_.endswith("ly") and \
+            (not t.is_sent_start or (t.dep_ == "advmod" and t.head.pos_ == "VERB" and t.head.i == t.i + 1 and
+                                     not any(c.dep_ in ("nsubj", "nsubjpass") for c in t.head.children))):
+        return True  # "Ledgerly charges ...": a product name the tagger took for an adverb
     if t.pos_ == "PROPN":
         return t.text not in ("'s", "’s") and t.lower_ not in _MONTHS and not re.fullmatch(r"\d{4}", t.text)
     # capitalised mid-sentence words the tagger called NOUN/ADJ (Codex, Accord, Aurore)
@@ -558,6 +571,8 @@ def _names_match(a: _Name, b: _Name) -> bool:
         small, big = b, a
     else:
         return False
+    if len(small.tokens) == 1 and len(big.tokens) > 1 and small.first == big.first:
+        return False  # a first name alone ("Frederick") is not "Frederick Heinrich"
     return not ((big.tokens - small.tokens) & _NAME_QUALIFIERS)
 
 
@@ -565,15 +580,18 @@ def _names_match(a: _Name, b: _Name) -> bool:
 
 _M = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _DATE_PATTERNS = [
-    ("day", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+(\d{{4}})\b", re.I)),
-    ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I)),
-    ("month", re.compile(rf"\b(?:(early|mid|middle|late)[\s-]+)?({_M})\.?\s+(?:of\s+)?(\d{{4}})\b", re.I)),
+    ("day", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+(\d{{3,4}})\b", re.I)),
+    ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{3,4}})\b", re.I)),
+    ("month", re.compile(rf"\b(?:(early|mid|middle|late)[\s-]+)?({_M})\.?\s+(?:of\s+)?(\d{{3,4}})\b", re.I)),
     ("season", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(spring|summer|autumn|fall|winter)\s+(?:of\s+)?"
                           r"(\d{4})\b", re.I)),
     ("decade", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(\d{3}0)s\b", re.I)),
     ("century", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(\d{1,2})(?:st|nd|rd|th)[\s-]+century\b", re.I)),
     ("year", re.compile(r"(?<![\d,.$€£:/-])(?:(early|mid|middle|late)[\s-]+)?(1\d{3}|20\d{2})(?![\d,.:/]\d|s\b|\d)",
                         re.I)),
+    # years before 1000 only where they cannot be anything else: "died 875", "(973 – 1024)", "in 628."
+    ("oldyear", re.compile(r"(?:\b(?:born|died|b\.|d\.|c\.|ca\.|circa|in|since|until|after|before)\s+|\(\s*)"
+                           r"(\d{3})(?=\s*(?:[)–-]|,|;|\.(?!\d)|$|\s+(?:AD|BC|CE|BCE|and|when|after|before)\b))")),
 ]
 
 
@@ -637,6 +655,15 @@ def _dates(doc) -> list[_Date]:
             elif kind == "century":
                 c = int(g[1])
                 lo, hi = _part(_year_range((c - 1) * 100, (c - 1) * 100 + 99), g[0])
+            elif kind == "oldyear":
+                lo, hi = _year_range(int(g[0]), int(g[0]))
+                start = m.start(1)
+                taken.append((start, m.end()))
+                span = doc.char_span(start, m.end(), alignment_mode="expand")
+                prep, modifier = _date_relation(span.root)
+                out.append(_Date(lo=lo, hi=hi, start=start, end=m.end(), root=span.root.i, prep=prep,
+                                 modifier=modifier, text=g[0]))
+                continue
             else:
                 y = int(g[1])
                 if not 1000 <= y <= 2100:
@@ -717,6 +744,10 @@ def _versions(doc, sent: _Sentence) -> frozenset[str]:
                          doc.text, re.I):
         n = _ORDINALS.get(m.group(1).lower()) or int(re.sub(r"\D", "", m.group(1)))
         out.add(f"{m.group(2).lower()}:{n}")
+    for m in re.finditer(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|\d+(?:st|nd|rd|th))"
+                         r"\s+([A-Z][a-z]+)", doc.text):  # "4th Duke of X" vs "10th Duke of X"
+        n = _ORDINALS.get(m.group(1).lower()) or int(re.sub(r"\D", "", m.group(1)))
+        out.add(f"ord:{m.group(2).lower()}:{n}")
     for t in doc:
         if t.i in sent.date_tokens and not any(d.modifier for d in sent.dates if d.root == t.i):
             continue
@@ -957,7 +988,7 @@ def _quantity_attribute(doc, num, unit_tok) -> tuple[set[str], set[str]]:
     while verb.dep_ not in ("ROOT",) and verb.pos_ not in ("VERB", "AUX"):
         verb = verb.head
     if verb.pos_ in ("VERB", "AUX") or (verb.dep_ == "ROOT" and verb.lemma_.lower() in _CLASSES):
-        lemma = verb.lemma_.lower()
+        lemma = _lemma(verb)
         if lemma not in _LIGHT_VERBS:
             keys.update(_keys_of(lemma))
         for c in verb.children:
@@ -1039,12 +1070,11 @@ def _first_event(t) -> bool:
 
 
 def _lemma(t) -> str:
-    """spaCy's lemma, repaired where the small model drops an 'e' ("staged" -> "stag")."""
+    """spaCy's lemma, repaired where the small model drops an 'e': "staged" -> "stag", "rated" -> "rat".
+    A consonant-vowel-consonant stem would have doubled its consonant ("ratted"), so "rated" is from "rate"."""
     lemma = t.lemma_.lower()
-    if t.pos_ == "VERB" and lemma not in _CLASSES and lemma not in _STATES and t.lower_.endswith("ed") and \
-            (lemma + "e") in _CLASSES | _STATES:
-        return lemma + "e"
-    if t.pos_ == "VERB" and lemma not in _CLASSES and lemma + "e" in ("stage", "site", "base"):
+    if t.pos_ in ("VERB", "AUX") and t.lower_ == lemma + "ed" and len(re.findall(r"[aeiouy]+", lemma)) == 1 and \
+            re.search(r"(?:^|[^aeiou])[aeiou][bcdfgklmnprstvz]$", lemma):
         return lemma + "e"
     return lemma
 
@@ -1117,6 +1147,10 @@ def _subject_of(v):
     """The subject of verb v, inherited through conj/xcomp/advcl/acl/relcl where it has none."""
     for _ in range(6):
         subjects = [c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "csubj", "expl")]
+        if not subjects:  # a parse that left the subject unattached: "Stratus SDK 5 breaks ...", "Ledgerly charges"
+            subjects = [c for c in v.children if c.i < v.i and (c.dep_ == "dep" and c.pos_ in ("PROPN", "NOUN") or
+                                                               c.dep_ == "advmod" and c.pos_ == "ADV" and
+                                                               _name_token(c))]
         # "The chemist Irene Vasquez was born": the parser may split an appositive into two subjects
         subj = next((c for c in subjects if c.pos_ == "PROPN"), subjects[0] if subjects else None)
         if subj is not None and subj.dep_ != "expl":
@@ -1158,6 +1192,11 @@ def _theme_tokens(sent: _Sentence, p: _Pred) -> list:
             return [obj]  # "Solveig Andersen founded Nordic Loom": about Nordic Loom
         s = _subject_of(t)
         return [s] if s is not None else []
+    if t.pos_ in ("NOUN", "PROPN") and t.dep_ == "ROOT" and t.tag_ in ("NNS", "VBZ"):
+        # a verb the tagger took for a plural noun: "The Kairo web framework ships with ..."
+        subj = [c for c in t.children if c.dep_ in ("compound", "nsubj") and c.i < t.i]
+        if subj:
+            return subj[-1:]
     if t.pos_ in ("NOUN", "PROPN"):
         # relational nouns: "the founder of X", "X's headquarters", "X has its headquarters"
         owners = [c for c in t.children if c.dep_ == "poss"]
@@ -1296,7 +1335,7 @@ def _clause_args(sent: _Sentence, p: _Pred) -> list:
     if t.pos_ == "VERB":
         return [x for r in _roles(sent, p) for x in r]
     v = _clause_verb(t)
-    out = [c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "dobj", "attr")]
+    out = [c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "dobj")]
     out += [x for c in v.children if c.dep_ == "prep" and c.lower_ in ("to", "of", "for", "on", "with")
             for x in c.children if x.dep_ == "pobj"]
     return out
@@ -1327,48 +1366,41 @@ def _ids_of(sent: _Sentence, tokens: list) -> set:
 
 
 def _same_theme(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred, shared: list, lenient: bool = False) -> bool:
-    """Whether two predicates are about the same thing. `lenient` (for polarity and states, where the
-    object is compared separately) also accepts the same subject when an object is a plain common noun."""
+    """Whether two predicates are about the same thing; False whenever either side cannot tell (a pronoun,
+    "the film"). `lenient` (polarity and states, whose objects are compared separately) also accepts the
+    same subject when an object is a plain common noun ("served two terms" / "never served")."""
     ta, tb = sa.doc[pa.i], sb.doc[pb.i]
     if ta.pos_ == "VERB" and tb.pos_ == "VERB":
-        ag_a, pat_a = _roles(sa, pa)
-        ag_b, pat_b = _roles(sb, pb)
+        _, pat_a = _roles(sa, pa)
+        _, pat_b = _roles(sb, pb)
         ia, ib = _ids_of(sa, pat_a), _ids_of(sb, pat_b)
         match = _ids_match(ia, ib, sa, sb)
         if match and not (_has_name(ia) or _has_name(ib)):
             # plain common-noun objects ("offline editing") say nothing about who: the actors must agree
             if _ids_match(_ids_of(sa, _actor(sa, pa)), _ids_of(sb, _actor(sb, pb)), sa, sb) is False:
                 return False
-        if match is False and lenient and not (_has_name(ia) and _has_name(ib)):
+        if lenient and not match and not (_has_name(ia) and _has_name(ib)):
             xa = _actor(sa, pa) or [x for x in [_subject_of(ta)] if x is not None]
             xb = _actor(sb, pb) or [x for x in [_subject_of(tb)] if x is not None]
-            match = bool(_ids_match(_ids_of(sa, xa), _ids_of(sb, xb), sa, sb))
-        if match is not None:
-            return match
-        # one patient unknown: the agents (or an agent and a subject) must be the same
-        ga, gb = _ids_of(sa, ag_a) | ia, _ids_of(sb, ag_b) | ib
-        match = _ids_match(ga, gb, sa, sb)
-        if match is not None:
-            return match
+            return bool(_ids_match(_ids_of(sa, xa), _ids_of(sb, xb), sa, sb))
+        return bool(match)
     ia = _ids_of(sa, _theme_tokens(sa, pa))
     ib = _ids_of(sb, _theme_tokens(sb, pb))
     match = _ids_match(ia, ib, sa, sb)
-    if match is not None:
-        if match or ta.pos_ == tb.pos_ == "VERB":
-            return match
-        # a noun or adjective predicate against a verb: compare every core argument
+    if match:
+        return True
+    if match is False and (ta.pos_ == "VERB") != (tb.pos_ == "VERB"):
+        # a noun against a verb ("put their signatures to the Treaty" / "the Treaty was signed"):
+        # compare the noun's clause arguments with the verb's
         ca = _ids_of(sa, _clause_args(sa, pa)) | ia
         cb = _ids_of(sb, _clause_args(sb, pb)) | ib
         return bool(_ids_match(ca, cb, sa, sb))
-    # one side unknown: accept when the known side names something the other sentence also names
-    ia = {k for k in ia if k[0] != "pron"}
-    ib = {k for k in ib if k[0] != "pron"}
-    known, other, ks = (ia, sb, sa) if ia else (ib, sa, sb)
-    known_names = [n for n in ks.names if ("name", n.key) in known]
-    known_names += [n for k in known if k[0] == "noun" for n in ks.names if n.key in k[2]]
-    if not known_names:
-        return False  # neither side says what it is about
-    return any(_names_match(n, m) for n in known_names for m in other.names)
+    return False
+
+
+#: Edges into a subject or similar argument: a date inside "Frederick (1122 - 1190)" is not the date of the
+#: clause's event. (Objects are left out: "opened its first store in Vancouver" attaches the place to "store".)
+_ARGUMENT_EDGES = {"nsubj", "nsubjpass", "attr", "appos", "poss", "csubj", "oprd", "dative", "agent"}
 
 
 def _governs(sent: _Sentence, p: _Pred, tok_i: int, allow_conj: bool = True) -> int:
@@ -1386,6 +1418,8 @@ def _governs(sent: _Sentence, p: _Pred, tok_i: int, allow_conj: bool = True) -> 
     while steps < 12:
         if t.i in anchors:
             return 1
+        if steps > 0 and t.dep_ in _ARGUMENT_EDGES and t.head.i in anchors:
+            break  # inside an argument ("Frederick (1122 – 1190) was ..."): not a value of the predicate
         if t.dep_ in ("relcl", "ccomp", "advcl", "csubj", "parataxis", "acl") and t.i not in anchors:
             if t.dep_ == "acl" and t.tag_ == "VBN" and t.i in anchors:
                 return 1
@@ -1595,15 +1629,14 @@ def _qualifier_conflict(sa: _Sentence, sb: _Sentence) -> bool:
 
 def _descriptors(sent: _Sentence) -> set[str]:
     """Nationalities describing the subject: 'X is an English footballer', 'the American chemist X'."""
-    doc = sent.doc
     out = set()
-    for t in doc:
-        if t.ent_type_ != "NORP" or t.pos_ not in ("ADJ", "PROPN", "NOUN"):
+    for ent in sent.doc.ents:
+        if ent.label_ != "NORP":
             continue
-        head = t.head
+        head = ent.root.head
         if head.pos_ in ("NOUN", "PROPN") and (head.dep_ in ("attr", "appos", "nsubj", "nsubjpass", "compound")
                                                or head.i in sent.name_at):
-            out.add(_fold(t.text))
+            out.add(_fold(ent.text))
     return out
 
 
@@ -1920,6 +1953,8 @@ def _rule_number(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
         return None
     for qa in sa.quantities:
         for qb in sb.quantities:
+            if _yearlike(qa) or _yearlike(qb):
+                continue
             if not _same_measure(qa, qb):
                 continue
             if qa.lo <= qb.hi and qb.lo <= qa.hi:
@@ -1933,6 +1968,13 @@ def _rule_number(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
                           or qa.nouns or {qa.dim or "value"})[0]
             return Verdict("number", attr, f"{attr}: {qa.text} vs {qb.text}")
     return None
+
+
+def _yearlike(q: _Qty) -> bool:
+    """'2011 lists', '628': a bare integer that may well be a year is not compared as a number."""
+    if q.dim == "":
+        return bool(re.fullmatch(r"\d{3,4}", q.text)) and 500 <= q.value <= 2100
+    return q.dim.startswith("count:") and bool(re.fullmatch(r"\d{4}", q.text)) and 1000 <= q.value <= 2100
 
 
 def _same_measure(qa: _Qty, qb: _Qty) -> bool:
@@ -1968,7 +2010,7 @@ def _number_subject_match(sa, sb, qa, qb, shared) -> bool:
     """The numbers are about the same thing: the clause subjects (or what they belong to) match."""
     def subject_ids(sent, q):
         v = _clause_verb(sent.doc[q.token])
-        s = _subject_of(v) if v.pos_ in ("VERB", "AUX") else None
+        s = _subject_of(v) if v.pos_ in ("VERB", "AUX") or v.dep_ == "ROOT" else None
         ids = _identity(sent, s) if s is not None else set()
         if s is not None and s.lemma_.lower() in _CLASSES or (s is not None and s.dep_ == "expl"):
             ids = {("noun", k[1], k[2]) for k in ids if k[0] == "noun" and k[2]}
@@ -1976,30 +2018,54 @@ def _number_subject_match(sa, sb, qa, qb, shared) -> bool:
         return ids
     ia, ib = subject_ids(sa, qa), subject_ids(sb, qb)
     # attribute nouns owned by a name: "Rennvik's population", "the battery in the Hexa X2"
-    ia = _lift_attribute_owners(sa, ia)
-    ib = _lift_attribute_owners(sb, ib)
+    ia = _lift_attribute_owners(sa, ia, qa)
+    ib = _lift_attribute_owners(sb, ib, qb)
     match = _ids_match(ia, ib, sa, sb)
     if match:
         return True
     if match is False:
         # one side's subject may be an attribute noun whose owner is named in a prepositional phrase
-        return _owner_overlap(sa, ia, sb, ib)
-    return bool(shared)
+        return _owner_overlap(sa, ia, sb, ib) or _part_of_subject(sa, ia, sb, ib) or _part_of_subject(sb, ib, sa, ia)
+    return False
 
 
-def _lift_attribute_owners(sent: _Sentence, ids: set) -> set:
+def _lift_attribute_owners(sent: _Sentence, ids: set, q: _Qty) -> set:
+    """An attribute noun as subject stands for its owner: "Rennvik's population", "the battery in the
+    Hexa X2" (the battery is what the number measures), "There are 22 stations along the X line"."""
     out = set(ids)
+    v = _clause_verb(sent.doc[q.token])
+    subj = next((c for c in v.children if c.dep_ in ("nsubj", "nsubjpass", "expl")), None)
+    if subj is None:
+        return out
+    attribute = subj.dep_ == "expl" or subj.lemma_.lower() in _CLASSES or subj.lemma_.lower() in q.nouns
+    if not attribute:
+        return out
     for k in ids:
         if k[0] == "noun" and k[2]:
             out |= {("name", n) for n in k[2]}
-    if not ids or any((k[0] == "noun" and not k[2]) or k[0] == "pron" for k in ids):
-        # "The battery in the Hexa X2", "the Pro plan of Ledgerly": take the names inside the subject phrase
-        for t in sent.doc:
-            if t.dep_ in ("nsubj", "nsubjpass"):
-                for c in t.subtree:
-                    if c.i in sent.name_at and c.i not in sent.date_tokens:
-                        out.add(("name", sent.name_at[c.i].key))
+    scope = v.subtree if subj.dep_ == "expl" else subj.subtree
+    for c in scope:
+        if c.i in sent.name_at and c.i not in sent.date_tokens:
+            out.add(("name", sent.name_at[c.i].key))
     return out
+
+
+def _part_of_subject(sx: _Sentence, ix: set, sy: _Sentence, iy: set) -> bool:
+    """'The Pro plan of Ledgerly costs $29' / 'Ledgerly charges $49 for its Pro tier': a part of X on one
+    side, X on the other, and the part's qualifiers ('Pro') named on the other side too."""
+    names_y = [n for n in sy.names if ("name", n.key) in iy]
+    for k in ix:
+        if k[0] != "noun" or not k[2]:
+            continue
+        owners = [n for n in sx.names if n.key in k[2]]
+        if not any(_names_match(o, n) for o in owners for n in names_y):
+            continue
+        heads = [t for t in sx.doc if t.lemma_.lower() == k[1] and t.pos_ == "NOUN"]
+        words = {t.lower_ for t in sy.doc}
+        quals = {c.lower_ for h in heads for c in h.children if c.dep_ in ("amod", "compound")}
+        if quals and quals <= words:
+            return True
+    return False
 
 
 def _owner_overlap(sa, ia, sb, ib) -> bool:
@@ -2208,23 +2274,41 @@ _CONFIDENCE = {"date": 0.75, "number": 0.7, "place": 0.7, "person_role": 0.7, "e
 _MAX_NAME_FANOUT = 300
 
 
-def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int = 20) -> ContradictionResult:
+def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int = 20,
+                        chunk: int = 500) -> ContradictionResult:
     """Contradictions between the given (new) claims and active claims of other documents.
 
     Candidates per claim: claims of other documents that reference an entity or concept with the same
-    normalised name (DuckDB `edges` + `names`), plus the claim's k nearest claims in Chroma. Each pair
-    is judged once. Existing contradictions (same deterministic id) are kept as they are: never
-    rewritten, deleted or downgraded.
+    normalised name (DuckDB `edges` + `names`, names shared by more than `_MAX_NAME_FANOUT` claims
+    skipped), plus the claim's k nearest active claims in Chroma; a candidate pair is kept only if the two
+    claims reference a common name (a lone first name or surname does not count). Each unordered pair is
+    judged once, in canonical order. Existing contradictions (same deterministic id) are kept as they
+    are: never rewritten, deleted or downgraded. Claims are read in chunks, each in its own short read
+    session; judging happens outside the lock.
     """
     result = ContradictionResult()
-    if not claim_ids:
-        return result
+    ids = list(dict.fromkeys(claim_ids))
+    seen: set[tuple[str, str]] = set()
+    for start in range(0, len(ids), chunk):
+        todo, sources, ctr_ids = _candidate_pairs(bank, ids[start:start + chunk], k, seen)
+        texts = [_judged_pair(a, b, sources) for a, b in todo]
+        _analyse_many(t for pair in texts for t in pair)
+        for (a, b), (text_a, text_b) in zip(todo, texts):
+            result.pairs_judged += 1
+            verdict = judge(text_a, text_b)
+            if verdict is not None:
+                _add(result, a, b, verdict, ctr_ids[(a.id, b.id)], sources, run_id)
+    return result
+
+
+def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, str]]):
+    """(claim pairs to judge, their source documents, contradiction id per pair) for one chunk."""
     with bank.reading() as db:
-        new = {i: c for i, c in db.get_objects(list(dict.fromkeys(claim_ids))).items()
+        new = {i: c for i, c in db.get_objects(claim_ids).items()
                if isinstance(c, Claim) and c.status.value == "active"}
         if not new:
-            return result
-        candidates = _name_candidates(db, list(new))
+            return [], {}, {}
+        candidates, names_by_claim = _name_candidates(db, list(new))
         _ann_candidates(bank, new, candidates, k)
         other_ids = {c for cs in candidates.values() for c in cs} - set(new)
         others = {i: c for i, c in db.get_objects(list(other_ids)).items()
@@ -2240,39 +2324,57 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
                 if b is None or b.id == a.id or set(a.source_ids) & set(b.source_ids):
                     continue
                 pairs.add(tuple(sorted((a.id, b.id))))
-        source_ids = {s for c in claims.values() for s in c.source_ids}
-        sources = {d.id: d for d in db.sources_by_ids(list(source_ids))}
+        pairs -= seen
+        seen |= pairs
+        names_by_claim.update(_referenced_names(db, {c for p in pairs for c in p} - set(names_by_claim)))
+        # the same subject in the graph: the two claims reference an entity or concept of the same name
+        pairs = {p for p in pairs if _share_a_name(names_by_claim.get(p[0], ()), names_by_claim.get(p[1], ()))}
+        sources = {d.id: d for d in db.sources_by_ids(list({s for p in pairs for c in p
+                                                            for s in claims[c].source_ids}))}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
         existing = {r[0] for r in db.sql("SELECT id FROM objects WHERE id IN (SELECT unnest(?))",
                                          [list(ctr_ids.values())])} if ctr_ids else set()
-    _analyse_many(c.statement for pair in pairs for c in (claims[pair[0]], claims[pair[1]]))
-    for pair in sorted(pairs):
-        if ctr_ids[pair] in existing:
-            continue
-        a, b = claims[pair[0]], claims[pair[1]]
-        if _different_document_subjects(a, b, sources):
-            continue
-        result.pairs_judged += 1
-        verdict = judge(a.statement, b.statement)
-        if verdict is None:
-            continue
-        _add(result, a, b, verdict, ctr_ids[pair], sources, run_id)
-    return result
+    todo = [(claims[p[0]], claims[p[1]]) for p in sorted(pairs) if ctr_ids[p] not in existing]
+    todo = [(a, b) for a, b in todo if not _different_document_subjects(a, b, sources)]
+    return todo, sources, ctr_ids
 
 
-def _name_candidates(db, claim_ids: list[str]) -> dict[str, set[str]]:
-    """Claims that reference an entity/concept of the same normalised name, in other documents."""
+def _referenced_names(db, claim_ids: Iterable[str]) -> dict[str, set[str]]:
+    """Normalised names of the entities and concepts each claim references (graph edges in DuckDB)."""
+    ids = list(claim_ids)
+    names_by_claim: dict[str, set[str]] = defaultdict(set)
+    if not ids:
+        return names_by_claim
     rows = db.sql(
         "SELECT e.head, n.name FROM edges e JOIN names n ON n.object_id = e.tail "
-        "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [claim_ids])
-    names_by_claim: dict[str, set[str]] = defaultdict(set)
+        "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
     for head, name in rows:
         if len(name) >= 3 and not name.isdigit():
             names_by_claim[head].add(name)
+    return names_by_claim
+
+
+def _share_a_name(a: Iterable[str], b: Iterable[str]) -> bool:
+    """The same name, or one name inside the other when the shorter has two words or more ('ilse brandauer'
+    in 'composer ilse brandauer'); a lone surname or first name ('newton') does not identify anyone."""
+    sa, sb = set(a), set(b)
+    if sa & sb:
+        return True
+    for x in sa:
+        for y in sb:
+            small, big = (x, y) if len(x) <= len(y) else (y, x)
+            if len(small.split()) >= 2 and f" {small} " in f" {big} ":
+                return True
+    return False
+
+
+def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Claims that reference an entity/concept of the same normalised name (and each claim's names)."""
+    names_by_claim = _referenced_names(db, claim_ids)
     all_names = sorted({n for ns in names_by_claim.values() for n in ns})
     out: dict[str, set[str]] = {c: set() for c in claim_ids}
     if not all_names:
-        return out
+        return out, names_by_claim
     fan = db.sql(
         "SELECT n.name, e.head FROM names n JOIN edges e ON e.tail = n.object_id AND e.edge_type = 'references' "
         "WHERE n.name IN (SELECT unnest(?)) AND n.name IN ("
@@ -2286,7 +2388,7 @@ def _name_candidates(db, claim_ids: list[str]) -> dict[str, set[str]]:
     for cid, names in names_by_claim.items():
         for name in names:
             out[cid] |= claims_by_name.get(name, set())
-    return out
+    return out, names_by_claim
 
 
 def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: int) -> None:
@@ -2303,6 +2405,43 @@ def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: in
         for other, _score, source in bank.vectors.query_with_source(vector, k + 1, where=where):
             if other != cid and source not in claim.source_ids:
                 out.setdefault(cid, set()).add(other)
+
+
+_PRONOUN_START = re.compile(r"^(He|She|It|They)\b(?!')")
+
+
+def _judged_text(claim: Claim, sources: dict) -> str:
+    """The statement, with a leading he/she/it/they replaced by the document's subject when the extractor
+    resolved it to that subject ("He died in 2016" in the article on X -> "X died in 2016"). Any other
+    pronoun stays, and `judge` treats it as unknown."""
+    statement = claim.statement
+    if not _PRONOUN_START.match(statement) or not claim.subject:
+        return statement
+    title = _title_of(claim, sources)
+    if not title or _fold(claim.subject).strip() != _fold(title) or len(title.split()) > 8:
+        return statement
+    return _PRONOUN_START.sub(title, statement, count=1)
+
+
+def _title_of(claim: Claim, sources: dict) -> str:
+    title = next((sources[s].title for s in claim.source_ids if s in sources), "")
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+
+
+def _judged_pair(a: Claim, b: Claim, sources: dict) -> tuple[str, str]:
+    """The two statements as judged: pronoun subjects resolved (see `_judged_text`), and the documents'
+    titles, which name their subjects, replaced by one opaque proper name, so that a title that reads
+    like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
+    ta, tb = _judged_text(a, sources), _judged_text(b, sources)
+    for title in {_title_of(a, sources), _title_of(b, sources)}:
+        if len(title.split()) < 2 or len(title) > 80:
+            continue
+        pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])")
+        if pattern.search(ta) or pattern.search(tb):
+            digest = stable_id("t", _fold(title)).split("-")[1]
+            name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
+            ta, tb = pattern.sub(name, ta), pattern.sub(name, tb)
+    return ta, tb
 
 
 def _different_document_subjects(a: Claim, b: Claim, sources: dict) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 
 from smb_core.recall import lexical
 from smb_core.recall.linking import Link, link_text
-from smb_core.recall.names import Specificity, find_names
+from smb_core.recall.names import NameIndex, sentence_spans
 
 if TYPE_CHECKING:
     from smb_core.bank import Bank
@@ -48,11 +48,19 @@ def rrf(ranked: Sequence[str]) -> dict[str, float]:
 class RecallEngine:
     def __init__(self, bank: Bank) -> None:
         self.bank = bank
+        self._names: NameIndex | None = None
+        self._names_generation: str | None = None
+
+    def names(self, db: MetadataStore) -> NameIndex:
+        """The in-memory name index, rebuilt when another write has changed the bank."""
+        if self._names is None or self._names_generation != self.bank.generation:
+            self._names, self._names_generation = NameIndex(db), self.bank.generation
+        return self._names
 
     # ---- the three retrievers over documents ------------------------------------------------
 
     def lexical_documents(self, db: MetadataStore, question: str, k: int = CANDIDATES) -> list[tuple[str, float]]:
-        return lexical.bm25(db, question, "source", k)
+        return lexical.bm25(db, question, "source", k, stats=self.names(db).bm25_stats)
 
     def vector_documents(self, db: MetadataStore, question: str, k: int = CANDIDATES) -> list[tuple[str, float]]:
         """Documents ranked by their best-matching object (max cosine similarity)."""
@@ -60,7 +68,7 @@ class RecallEngine:
 
     def _vector_documents(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         best: dict[str, float] = {}
-        for _, similarity, source in self.bank.vectors.query_with_source(vector, 2 * k, {"status": "active"}):
+        for _, similarity, source in self.bank.vectors.query_with_source(vector, k, {"status": "active"}):
             if source and similarity > best.get(source, -1.0):
                 best[source] = similarity
         return sorted(best.items(), key=lambda kv: -kv[1])[:k]
@@ -75,68 +83,73 @@ class RecallEngine:
     def link_question(self, db: MetadataStore, question: str) -> tuple[dict[str, float], str, list[str]]:
         """Seed documents: those whose name the question contains, with a strength in (0, 1]; and the
         residual question (the names removed), which says what is asked about them."""
-        matches, tokens = find_names(db, question)
-        specificity = Specificity(db, [m.name for m in matches])
+        index = self.names(db)
+        matches, tokens = index.find(question)
         has_upper = any(ch.isupper() for ch in question)
         seeds: dict[str, float] = {}
         spans: list[tuple[int, int]] = []
         for match in matches:
-            strength = specificity(match.name) * match.weight
+            strength = index.specificity(match.name) * match.weight
             original = " ".join(w for w, _ in tokens[match.start : match.end])
             if has_upper and not any(ch.isupper() for ch in original):
                 strength *= LOWER_CASE_PENALTY  # a lower-case phrase in a capitalised question is rarely a name
-            if strength < MIN_SPECIFICITY * specificity.rare:
+            if strength < MIN_SPECIFICITY * index.rare:
                 continue
             seeds[match.source_id] = max(seeds.get(match.source_id, 0.0), strength)
             spans.append((match.start, match.end))
         residual = " ".join(w for i, (w, _) in enumerate(tokens) if not any(a <= i < b for a, b in spans))
-        saturation = SPECIFICITY_SATURATION * specificity.rare
+        saturation = SPECIFICITY_SATURATION * index.rare
         return ({d: min(1.0, s / saturation) for d, s in seeds.items()}, residual,
                 sorted({m.name for m in matches}))
 
     def bridges(self, db: MetadataStore, seeds: dict[str, float],
                 residual: np.ndarray) -> tuple[dict[str, float], dict[str, list[str]]]:
-        """One hop from each seed document along the names its sentences mention, scored by how well
-        the mentioning sentence and the target document match what the question asks."""
+        """One hop from each seed document along the names its sentences mention (exactly, or as a
+        named entity covering most of a longer name), scored by how well the mentioning sentence and
+        the target document match what the question asks."""
         if not seeds:
             return {}, {}
-        claims = db.sql(
-            "SELECT id, text, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
-            "AND source_ids[1] IN (SELECT unnest(?))", [sorted(seeds)],
-        )
-        edges = []  # (seed, claim, target, edge weight)
-        names = set()
-        for claim_id, text, seed in claims:
-            found, _ = find_names(db, text, exclude=seed)
-            names.update(m.name for m in found)
-            edges.extend((seed, claim_id, m.source_id, m.weight, m.name) for m in found)
+        index = self.names(db)
+        mentions = db.sql(
+            "SELECT s.source_id, s.start_char, o.title FROM spans s JOIN objects o ON o.id = s.object_id "
+            "WHERE o.type = 'entity' AND s.source_id IN (SELECT unnest(?))", [sorted(seeds)])
+        texts = {d.id: self.bank.read_source_text(d) for d in db.sources_by_ids(sorted(seeds))}
+        edges = []  # (seed, sentence, target, edge weight)
+        for seed, text in texts.items():
+            entities = [(start, title) for source, start, title in mentions if source == seed]
+            for start, end in sentence_spans(text):
+                sentence = text[start:end]
+                found, _ = index.find(sentence, exclude=seed)
+                found = [m for m in found if index.specificity(m.name) >= MIN_SPECIFICITY * index.rare]
+                edges.extend((seed, sentence, m.source_id, m.weight) for m in found)
+                linked = {m.name for m in found}
+                for _, title in (e for e in entities if start <= e[0] < end):
+                    for target, weight in index.partial(title, exclude=seed, skip=linked):
+                        edges.append((seed, sentence, target, weight))
         if not edges:
             return {}, {}
-        specificity = Specificity(db, sorted(names))
-        edges = [e for e in edges if specificity(e[4]) >= MIN_SPECIFICITY * specificity.rare]
-        sentence_vectors = self.bank.vectors.get_embeddings(sorted({e[1] for e in edges}))
-        own = self._document_similarity(sorted({e[2] for e in edges}), residual)
+        sentences = sorted({e[1] for e in edges})
+        sentence_vectors = dict(zip(sentences, self.bank.embedder.embed(sentences)))
+        own = self._document_similarity(db, sorted({e[2] for e in edges}), residual)
         scores: dict[str, float] = {}
         paths: dict[str, list[str]] = {}
-        for seed, claim_id, target, weight, _ in edges:
-            context = max(0.0, float(sentence_vectors[claim_id] @ residual)) if claim_id in sentence_vectors else 0.3
+        for seed, sentence, target, weight in edges:
+            context = max(0.0, float(sentence_vectors[sentence] @ residual))
             value = seeds[seed] * weight * (context + max(0.0, own.get(target, 0.0)))
             if value > scores.get(target, 0.0):
-                scores[target], paths[target] = value, [seed, claim_id, target]
+                scores[target], paths[target] = value, [seed, target]
         top = max(scores.values(), default=0.0)
         return ({d: v / top for d, v in scores.items()} if top > 0 else {}), paths
 
-    def _document_similarity(self, source_ids: list[str], vector: np.ndarray) -> dict[str, float]:
+    def _document_similarity(self, db: MetadataStore, source_ids: list[str], vector: np.ndarray) -> dict[str, float]:
         """Best cosine between `vector` and the claims of each document (its dense score)."""
-        if not source_ids:
-            return {}
-        found = self.bank.vectors.collection.get(
-            where={"$and": [{"source": {"$in": source_ids}}, {"type": "claim"}]}, include=["embeddings", "metadatas"],
-        )
+        rows = db.sql("SELECT id, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
+                      "AND source_ids[1] IN (SELECT unnest(?))", [source_ids]) if source_ids else []
+        vectors = self.bank.vectors.get_embeddings([r[0] for r in rows])
         best: dict[str, float] = {}
-        for embedding, meta in zip(found["embeddings"], found["metadatas"]):
-            score = float(np.asarray(embedding, dtype=np.float32) @ vector)
-            best[meta["source"]] = max(best.get(meta["source"], -1.0), score)
+        for claim_id, source in rows:
+            if claim_id in vectors:
+                best[source] = max(best.get(source, -1.0), float(vectors[claim_id] @ vector))
         return best
 
     # ---- fusion -----------------------------------------------------------------------------

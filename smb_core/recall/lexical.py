@@ -6,6 +6,7 @@ no index rebuild as the bank grows; a query touches only the postings of its own
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -34,11 +35,15 @@ def term_counts(text: str) -> dict[str, int]:
     return dict(Counter(tokenize(text)))
 
 
-def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None = None) -> list[tuple[str, float]]:
-    """Top-k units of `kind` for `query` by BM25 (IDF from the units of that kind), best first."""
+def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None = None,
+         stats: tuple[dict[str, int], int, float] | None = None) -> list[tuple[str, float]]:
+    """Top-k units of `kind` for `query` by BM25 (IDF from the units of that kind), best first.
+    `stats` = (document frequencies, unit count, mean length) of that kind, if the caller has them."""
     terms = sorted(set(tokenize(query)))
     if not terms:
         return []
+    if stats is not None and candidates is None:
+        return _bm25_with_stats(metadata, terms, kind, k, *stats)
     only = "AND p.unit IN (SELECT unnest($cands))" if candidates is not None else ""
     rows = metadata.con.execute(
         f"""
@@ -70,3 +75,21 @@ def bm25_objects(metadata, query: str, source_ids: list[str], k: int) -> list[tu
         [source_ids],
     )
     return bm25(metadata, query, "claim", k, candidates=[r[0] for r in rows]) if rows else []
+
+
+def _bm25_with_stats(metadata, terms: list[str], kind: str, k: int, df: dict[str, int], n: int,
+                     avgdl: float) -> list[tuple[str, float]]:
+    """BM25 when the IDFs are known: one pass over the postings of the query's terms."""
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms if t in df}
+    if not idf:
+        return []
+    rows = metadata.con.execute(
+        """
+        WITH q AS (SELECT unnest($terms) AS term, unnest($idf) AS idf)
+        SELECT p.unit, sum(q.idf * p.tf * ($k1 + 1) / (p.tf + $k1 * (1 - $b + $b * u.length / $avgdl))) AS score
+        FROM lex_postings p JOIN q ON q.term = p.term JOIN lex_units u ON u.unit = p.unit
+        WHERE u.kind = $kind GROUP BY p.unit ORDER BY score DESC, p.unit LIMIT $limit
+        """,
+        {"terms": list(idf), "idf": list(idf.values()), "k1": K1, "b": B, "avgdl": avgdl, "kind": kind, "limit": k},
+    ).fetchall()
+    return [(unit, float(score)) for unit, score in rows]

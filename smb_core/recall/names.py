@@ -54,60 +54,100 @@ class NameMatch:
     weight: float  # the name's weight for that document (heading 1, alias 0.5)
 
 
-def find_names(db, text: str, exclude: str | None = None) -> tuple[list[NameMatch], list[tuple[str, str]]]:
-    """Document names occurring in `text`, longest first and non-overlapping. Where a heading and an
-    alias share a string, the heading wins. A document's own name uses up its span but is not returned."""
-    tokens = words(text)
-    folded = [f for _, f in tokens]
-    grams = {" ".join(folded[s : s + n]) for n in range(1, min(MAX_NGRAM, len(folded)) + 1)
-             for s in range(len(folded) - n + 1)}
-    if not grams:
-        return [], tokens
-    rows = db.sql(
-        "SELECT n.name, n.source_id, n.weight FROM doc_names n JOIN sources s ON s.id = n.source_id "
-        "WHERE s.status = 'active' AND n.name IN (SELECT unnest(?))",
-        [sorted(grams)],
-    )
-    by_name: dict[str, list[tuple[str, float]]] = {}
-    for name, source_id, weight in rows:
-        by_name.setdefault(name, []).append((source_id, weight))
-    used = [False] * len(folded)
-    matches: list[NameMatch] = []
-    for n in range(min(MAX_NGRAM, len(folded)), 0, -1):
-        for start in range(len(folded) - n + 1):
-            gram = " ".join(folded[start : start + n])
-            if gram not in by_name or any(used[start : start + n]):
-                continue
-            targets = by_name[gram]
-            if any(w >= HEADING_WEIGHT for _, w in targets):
-                targets = [t for t in targets if t[1] >= HEADING_WEIGHT]
-            matches.extend(NameMatch(s, start, start + n, gram, w) for s, w in targets if s != exclude)
-            for i in range(start, start + n):
-                used[i] = True
-    return matches, tokens
+class NameIndex:
+    """The document names and word document-frequencies that linking needs, held in memory.
 
+    Built with two queries and rebuilt only when the bank has changed (the caller keys it by the
+    bank's generation), so linking a question or a sentence costs no database round trip."""
 
-class Specificity:
-    """How telling a name is: the summed IDF (ln N/df over documents) of its non-stop words."""
-
-    def __init__(self, db, names: list[str]) -> None:
+    def __init__(self, db) -> None:
         from smb_core.recall.lexical import tokenize
 
-        vocabulary = sorted({w for name in names for w in name.split()})
-        self._term = {w: (tokenize(w) or [w])[0] for w in vocabulary}
+        self._tokenize = tokenize
+        self.by_name: dict[str, list[tuple[str, float]]] = {}
+        rows = db.sql("SELECT n.name, n.source_id, n.weight FROM doc_names n JOIN sources s ON s.id = n.source_id "
+                      "WHERE s.status = 'active'")
+        for name, source_id, weight in rows:
+            self.by_name.setdefault(name, []).append((source_id, weight))
+        self.longest = max((len(n.split()) for n in self.by_name), default=1)
+        self.by_word: dict[str, set[str]] = {}
+        for name in self.by_name:
+            for word in name.split():
+                if word not in STOP_WORDS:
+                    self.by_word.setdefault(word, set()).add(name)
         self.total = db.sql("SELECT count(*) FROM lex_units WHERE kind = 'source'")[0][0] or 1
-        rows = db.sql("SELECT p.term, count(*) FROM lex_postings p JOIN lex_units u ON u.unit = p.unit "
-                      "WHERE u.kind = 'source' AND p.term IN (SELECT unnest(?)) GROUP BY p.term",
-                      [sorted(set(self._term.values()))])
-        self._df = dict(rows)
+        self.df = dict(db.sql("SELECT p.term, count(*) FROM lex_postings p JOIN lex_units u ON u.unit = p.unit "
+                              "WHERE u.kind = 'source' GROUP BY p.term"))
+        self.mean_length = db.sql("SELECT avg(length) FROM lex_units WHERE kind = 'source'")[0][0] or 1.0
         #: IDF of a word that occurs in a single document: the scale every threshold is relative to.
         self.rare = math.log(self.total + 1)
 
-    def __call__(self, name: str) -> float:
+    @property
+    def bm25_stats(self) -> tuple[dict[str, int], int, float]:
+        return self.df, self.total, self.mean_length
+
+    def specificity(self, name: str) -> float:
+        """How telling a name is: the summed IDF (ln N/df over documents) of its non-stop words."""
         out = 0.0
         for word in name.split():
             if word in STOP_WORDS:
                 continue
-            df = self._df.get(self._term.get(word, word), 0)
+            df = self.df.get((self._tokenize(word) or [word])[0], 0)
             out += math.log(self.total / df) if df else self.rare
         return out
+
+    def partial(self, mention: str, exclude: str | None = None, skip: set[str] = frozenset(),
+                min_coverage: float = 0.6) -> list[tuple[str, float]]:
+        """Documents whose name contains every word of a multi-word mention ("David Bradley" in
+        "David Bradley, director"), weighted by the share of the name's specificity it covers."""
+        key = name_key(mention)
+        content = [w for w in key.split() if w not in STOP_WORDS]
+        if len(content) < 2 or key in self.by_name or key in skip:
+            return []
+        names = set.intersection(*(self.by_word.get(w, set()) for w in content))
+        mention_specificity = self.specificity(" ".join(content))
+        out = []
+        for name in names:
+            coverage = mention_specificity / max(self.specificity(name), 1e-9)
+            if coverage >= min_coverage:
+                out.extend((source, min(1.0, coverage) * weight) for source, weight in self.by_name[name]
+                           if source != exclude)
+        return out
+
+    def find(self, text: str, exclude: str | None = None) -> tuple[list[NameMatch], list[tuple[str, str]]]:
+        """Document names occurring in `text`, longest first and non-overlapping. Where a heading and
+        an alias share a string, the heading wins. A document's own name uses up its span but is not
+        returned."""
+        tokens = words(text)
+        folded = [f for _, f in tokens]
+        used = [False] * len(folded)
+        matches: list[NameMatch] = []
+        for n in range(min(MAX_NGRAM, self.longest, len(folded)), 0, -1):
+            for start in range(len(folded) - n + 1):
+                gram = " ".join(folded[start : start + n])
+                targets = self.by_name.get(gram)
+                if not targets or any(used[start : start + n]):
+                    continue
+                if any(w >= HEADING_WEIGHT for _, w in targets):
+                    targets = [t for t in targets if t[1] >= HEADING_WEIGHT]
+                matches.extend(NameMatch(src, start, start + n, gram, w) for src, w in targets if src != exclude)
+                for i in range(start, start + n):
+                    used[i] = True
+        return matches, tokens
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:#|[-*+]\s))")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the sentences of a markdown text, cheaply: end punctuation, blank lines, list items."""
+    from smb_core.extract.markdown_text import front_matter_end
+
+    spans, start = [], front_matter_end(text)
+    for match in _SENTENCE_END.finditer(text, start):
+        if text[start : match.start()].strip():
+            spans.append((start, match.start()))
+        start = match.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
