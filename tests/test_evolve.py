@@ -189,9 +189,9 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
         status = bank.status()
         assert status["types"].get("canonical_entity", 0) > 0 and status["types"].get("community", 0) > 0
         assert status["consistent"]
-        checks = [e for e in instance.get_records_for_run(report.run_ids[0]).records
-                  if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"]
-        assert checks and all(e.dagster_event.event_specific_data.passed for e in checks)
+        events = [r.event_log_entry.dagster_event for r in instance.get_records_for_run(report.run_ids[0]).records]
+        checks = [e for e in events if e is not None and e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert checks and all(e.event_specific_data.passed for e in checks)
         job = __import__("smb_pipeline.definitions", fromlist=["defs"]).defs().resolve_job_def("evolve")
         from smb_pipeline.runner import _run_config
         again = job.execute_in_process(instance=instance, partition_key=key, run_config=_run_config(settings, "ERROR"))
