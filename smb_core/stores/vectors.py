@@ -18,6 +18,8 @@ import numpy as np
 HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 128}
 
 COLLECTION = "smb-memory"
+#: Ids per Chroma call: its SQLite backend limits the variables in one statement.
+BATCH = 2000
 
 
 def _equalities(where: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -77,8 +79,8 @@ class VectorStore:
         ids, keep = _last_of_each(ids)  # Chroma rejects a repeated id; the other stores keep the last
         if keep is not None:
             embeddings, metadatas = np.asarray(embeddings)[keep], [metadatas[n] for n in keep]
-        for start in range(0, len(ids), 4000):  # Chroma caps the batch size per call
-            end = start + 4000
+        for start in range(0, len(ids), BATCH):  # Chroma caps the batch size per call
+            end = start + BATCH
             self.collection.upsert(
                 ids=list(ids[start:end]), embeddings=embeddings[start:end], metadatas=list(metadatas[start:end])
             )
@@ -87,8 +89,8 @@ class VectorStore:
         ids, keep = _last_of_each(ids)
         if keep is not None:
             metadatas = [metadatas[n] for n in keep]
-        if ids:
-            self.collection.update(ids=list(ids), metadatas=list(metadatas))
+        for start in range(0, len(ids), BATCH):
+            self.collection.update(ids=list(ids[start : start + BATCH]), metadatas=list(metadatas[start : start + BATCH]))
 
     def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Nearest objects as (id, cosine similarity), best first."""
@@ -148,15 +150,16 @@ class VectorStore:
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for start in range(0, len(ids), 4000):
-            found.update(self.collection.get(ids=list(ids[start : start + 4000]), include=[])["ids"])
+        for start in range(0, len(ids), BATCH):
+            found.update(self.collection.get(ids=list(ids[start : start + BATCH]), include=[])["ids"])
         return found
 
     def get_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not ids:
-            return {}
-        result = self.collection.get(ids=list(ids), include=["embeddings"])
-        return {i: np.asarray(e, dtype=np.float32) for i, e in zip(result["ids"], result["embeddings"])}
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), BATCH):  # SQLite under Chroma caps the variables per statement
+            result = self.collection.get(ids=list(ids[start : start + BATCH]), include=["embeddings"])
+            out.update((i, np.asarray(e, dtype=np.float32)) for i, e in zip(result["ids"], result["embeddings"]))
+        return out
 
     def count(self) -> int:
         if self._count is None:
