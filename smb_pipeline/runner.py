@@ -103,7 +103,8 @@ def run_evolve(settings: Settings, instance: dg.DagsterInstance | None = None,
     use_compact_planned_events()
     instance = instance or instance_for(settings.memory_bank_dir)
     key = next_cycle_key(Bank(settings=settings))
-    instance.add_dynamic_partitions(cycles.name, [key])
+    if not instance.has_dynamic_partition(cycles.name, key):
+        instance.add_dynamic_partitions(cycles.name, [key])
     result = defs().resolve_job_def("evolve").execute_in_process(
         instance=instance, partition_key=key, run_config=_run_config(settings, log_level), raise_on_error=False,
     )

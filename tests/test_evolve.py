@@ -10,7 +10,7 @@ import pytest
 from smb_core.bank import Bank
 from smb_core.corpus import scan
 from smb_core.evolve import merge, split, taxonomy
-from smb_core.evolve.cycle import new_object_ids, open_cycle, pending_source_count
+from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, unresolved_merges
@@ -197,3 +197,12 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
         again = job.execute_in_process(instance=instance, partition_key=key, run_config=_run_config(settings, "ERROR"))
         assert again.success
         assert bank.status()["types"] == status["types"]
+
+
+def test_an_unfinished_cycle_is_run_again_before_a_new_one(evolved) -> None:
+    bank, _ = evolved
+    assert next_cycle_key(bank) == "cycle-00001"  # opened by the fixture, never finished
+    with bank.writing() as db:
+        db.con.execute("UPDATE cycles SET finished = now() WHERE key = 'cycle-00001'")
+    assert next_cycle_key(bank) == "cycle-00002"
+    assert open_cycle(bank, "cycle-00002", "run-2").source_ids == []  # cycle 1 consumed everything

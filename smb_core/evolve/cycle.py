@@ -27,10 +27,12 @@ class Cycle:
 
 
 def next_cycle_key(bank: Bank) -> str:
-    """`cycle-00001`, `cycle-00002`, ...: sortable, and safe as a Dagster partition key."""
+    """`cycle-00001`, `cycle-00002`, ...: sortable, and safe as a Dagster partition key. A cycle that
+    started but never finished comes first: it owns the documents it consumed, so it is run again."""
     with bank.reading() as db:
+        unfinished = db.sql("SELECT key FROM cycles WHERE finished IS NULL ORDER BY number LIMIT 1")
         last = db.sql("SELECT max(number) FROM cycles")[0][0] or 0
-    return f"cycle-{last + 1:05d}"
+    return unfinished[0][0] if unfinished else f"cycle-{last + 1:05d}"
 
 
 def pending_source_count(bank: Bank) -> int:

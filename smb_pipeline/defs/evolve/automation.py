@@ -26,8 +26,9 @@ def _start_cycle(instance: dg.DagsterInstance, bank: MemoryBankResource, reason:
     if running:
         return None  # never two cycles at once
     key = next_cycle_key(bank.open())
-    instance.add_dynamic_partitions(cycles.name, [key])
-    return dg.RunRequest(run_key=key, partition_key=key, tags={"smb/trigger": reason})
+    if not instance.has_dynamic_partition(cycles.name, key):
+        instance.add_dynamic_partitions(cycles.name, [key])
+    return dg.RunRequest(run_key=None, partition_key=key, tags={"smb/trigger": reason})
 
 
 @dg.schedule(job=evolve_job, cron_schedule=interval_cron(get_settings().evolution_interval_seconds),
