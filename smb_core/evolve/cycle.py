@@ -26,6 +26,14 @@ class Cycle:
         return f"cycle:{self.key}"
 
 
+@dataclass
+class PhaseResult:
+    """What one phase of a cycle did: counts for the asset's metadata and a markdown summary."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+
+
 def next_cycle_key(bank: Bank) -> str:
     """`cycle-00001`, `cycle-00002`, ...: sortable, and safe as a Dagster partition key. A cycle that
     started but never finished comes first: it owns the documents it consumed, so it is run again."""

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities
 from smb_core.evolve.contradictions import find_contradictions
-from smb_core.evolve.cycle import Cycle, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
 from smb_core.model import Edge, EdgeType, Insight, stable_id
 
 
-@dataclass
-class ReflectiveResult:
-    counts: dict[str, int] = field(default_factory=dict)
-    summary: list[str] = field(default_factory=list)
-
-
-def run(bank: Bank, cycle: Cycle) -> ReflectiveResult:
-    result = ReflectiveResult()
+def run(bank: Bank, cycle: Cycle) -> PhaseResult:
+    result = PhaseResult()
     claims = new_object_ids(bank, cycle, ("claim",))
     found = find_contradictions(bank, claims, run_id=cycle.run_id)
     bank.write([*found.contradictions, *found.questions], found.edges, run_id=cycle.run_id)

@@ -1,22 +1,16 @@
-"""Layer 2 for one cycle: merge duplicates, then recompute communities (a bounded global pass)."""
+"""Layer 2 for one cycle: merge duplicates, split overloaded concepts, then the bounded global passes
+(taxonomy, clusters, communities)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
-from smb_core.evolve.cycle import Cycle, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
 
 
-@dataclass
-class SemanticResult:
-    counts: dict[str, int] = field(default_factory=dict)
-    summary: list[str] = field(default_factory=list)
-
-
-def run(bank: Bank, cycle: Cycle) -> SemanticResult:
-    result = SemanticResult()
+def run(bank: Bank, cycle: Cycle) -> PhaseResult:
+    result = PhaseResult()
     new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
     merged = merge.merge(bank, cycle, new_ids)
     touched = [c.id for c in merged.canonical if c.type.value == "canonical_concept"]
