@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
 from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
