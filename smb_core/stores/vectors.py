@@ -104,16 +104,22 @@ class VectorStore:
 
     def query_many(self, embeddings: list[np.ndarray], k: int,
                    where: dict[str, Any] | None = None) -> list[list[tuple[str, float]]]:
-        """Nearest objects for each of several vectors in one call, as lists of (id, cosine similarity)."""
+        """Nearest objects for each of several vectors, as lists of (id, cosine similarity). Equality
+        filters are applied to an over-fetched list (see `query_with_source`); these lists are
+        candidates, so a rare filter may return fewer than k."""
         count = self.count()
         if count == 0 or not embeddings:
             return [[] for _ in embeddings]
+        wanted = _equalities(where)
+        fetch, chroma_where = (min(4 * k, count), None) if wanted is not None else (min(k, count), where)
         out: list[list[tuple[str, float]]] = []
         for start in range(0, len(embeddings), 500):
-            result = self.collection.query(query_embeddings=embeddings[start : start + 500],
-                                           n_results=min(k, count), where=where or None, include=["distances"])
-            out.extend([(i, 1.0 - d) for i, d in zip(ids, dists)]
-                       for ids, dists in zip(result["ids"], result["distances"]))
+            result = self.collection.query(query_embeddings=embeddings[start : start + 500], n_results=fetch,
+                                           where=chroma_where, include=["distances", "metadatas"])
+            for ids, dists, metas in zip(result["ids"], result["distances"], result["metadatas"]):
+                rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas)
+                        if not wanted or all((m or {}).get(key) == value for key, value in wanted.items())]
+                out.append(rows[:k])
         return out
 
     def query_with_source(self, embedding: np.ndarray, k: int,
