@@ -50,9 +50,14 @@ def fmt(name: str, s: dict) -> str:
 
 def run_pairs(show_errors: bool) -> dict:
     rows = load()
-    _analyse_many(t for r in rows for t in (r["a"], r["b"]))  # parse once, so timing is the rules
+    judge("Warm-up was founded in 2001.", "Warm-up was founded in 2002.")  # load the spaCy model
     start = time.perf_counter()
-    for r in rows:
+    for r in rows:  # cold: every sentence is parsed on first sight
+        judge(r["a"], r["b"])
+    cold_ms = (time.perf_counter() - start) / len(rows) * 1000
+    _analyse_many(t for r in rows for t in (r["a"], r["b"]))
+    start = time.perf_counter()
+    for r in rows:  # warm: parses cached, as when one claim meets many candidates
         r["verdict"] = judge(r["a"], r["b"])
     per_pair_ms = (time.perf_counter() - start) / len(rows) * 1000
     overall = scores(rows)
@@ -85,7 +90,7 @@ def run_pairs(show_errors: bool) -> dict:
     print(f"  {'':<15}{'pred contra':>12}{'pred compat':>12}")
     for gold in ("contradiction", "compatible"):
         print(f"  {gold:<15}{confusion[(gold, 'contradiction')]:>12}{confusion[(gold, 'compatible')]:>12}")
-    print(f"\nruntime: {per_pair_ms:.2f} ms per pair (parses cached; first parse of a sentence adds ~3-5 ms)")
+    print(f"\nruntime: {cold_ms:.2f} ms per pair with parsing (one at a time), {per_pair_ms:.2f} ms with parses cached")
     ok = overall["precision"] >= TARGET_PRECISION and overall["recall"] >= TARGET_RECALL
     print(f"targets P>={TARGET_PRECISION} R>={TARGET_RECALL}: {'met' if ok else 'NOT met'}")
     if show_errors:
@@ -106,20 +111,18 @@ def run_bank(path: Path, limit: int | None, k: int, examples: int) -> None:
 
     bank = Bank(path)
     with bank.reading() as db:
-        documents = db.sql("SELECT count(*) FROM sources WHERE status = 'active'")[0][0]
         sql = "SELECT id FROM objects WHERE type = 'claim' AND status = 'active' ORDER BY id"
         claim_ids = [r[0] for r in db.sql(sql)]
-    if limit:
-        claim_ids = claim_ids[:limit]
-    print(f"\n== find_contradictions on {path} ({documents} documents, {len(claim_ids)} claims, k={k}) ==")
+        if limit:
+            claim_ids = claim_ids[:limit]
+        # documents whose claims were scanned (a bank still being built has unextracted documents)
+        documents = db.sql("SELECT count(DISTINCT s) FROM (SELECT unnest(source_ids) AS s FROM objects "
+                           "WHERE id IN (SELECT unnest(?)))", [claim_ids])[0][0]
+    print(f"\n== find_contradictions on {path} ({documents} documents with claims, {len(claim_ids)} claims, "
+          f"k={k}) ==")
     start = time.perf_counter()
-    found = []
-    judged = 0
-    for i in range(0, len(claim_ids), 2000):
-        result = find_contradictions(bank, claim_ids[i:i + 2000], run_id="bench", k=k)
-        judged += result.pairs_judged
-        known = {c.id for c in found}
-        found.extend(c for c in result.contradictions if c.id not in known)
+    result = find_contradictions(bank, claim_ids, run_id="bench", k=k)
+    found, judged = result.contradictions, result.pairs_judged
     elapsed = time.perf_counter() - start
     per_1000 = len(found) / documents * 1000 if documents else 0.0
     print(f"pairs judged: {judged}, contradictions: {len(found)}, per 1,000 documents: {per_1000:.2f}, "

@@ -2434,7 +2434,7 @@ def _judged_pair(a: Claim, b: Claim, sources: dict) -> tuple[str, str]:
     like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
     ta, tb = _judged_text(a, sources), _judged_text(b, sources)
     for title in {_title_of(a, sources), _title_of(b, sources)}:
-        if len(title.split()) < 2 or len(title) > 80:
+        if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
             continue
         pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])")
         if pattern.search(ta) or pattern.search(tb):
