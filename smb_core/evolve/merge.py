@@ -203,7 +203,10 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     groups = _groups(pairs)
     if not groups:
         return result
-    signals = {(a, b): (score, sig) for a, b, score, sig in pairs}
+    signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
+    for a, b, score, sig in pairs:
+        signals.setdefault(a, (score, sig))
+        signals.setdefault(b, (score, sig))
     with bank.reading() as db:
         members = db.get_objects(sorted({m for g in groups for m in g}))
         existing_ids = sorted({m.merged_into for m in members.values() if getattr(m, "merged_into", None)})
@@ -211,6 +214,11 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         edge_rows = db.sql("SELECT id, head, tail, edge_type, weight, object_id FROM edges "
                            "WHERE head IN (SELECT unnest($ids)) OR tail IN (SELECT unnest($ids))",
                            {"ids": sorted(members)})
+    edges_of: dict[str, list[tuple]] = defaultdict(list)
+    for row in edge_rows:
+        edges_of[row[1]].append(row)
+        if row[2] != row[1]:
+            edges_of[row[2]].append(row)
     canonical_objects, updated_members, new_edges, removed, records = [], [], [], [], []
     for group in groups:
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
@@ -223,9 +231,8 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
                 member.status_reason = f"merged into {canonical.id} in {cycle.key}"
                 updated_members.append(member)
         member_ids = {o.id for o in objs}
-        for edge_id, head, tail, kind, weight, object_id in edge_rows:
-            if head not in member_ids and tail not in member_ids:
-                continue
+        touching = {row[0]: row for m in member_ids for row in edges_of.get(m, [])}
+        for edge_id, head, tail, kind, weight, object_id in touching.values():
             new_head = canonical.id if head in member_ids else head
             new_tail = canonical.id if tail in member_ids else tail
             if new_head == new_tail:
@@ -235,7 +242,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
                             "object_id": object_id})
         new_edges.extend(Edge.between(canonical.id, m, EdgeType.DERIVES_FROM) for m in sorted(member_ids))
         for member in sorted(member_ids):
-            score, sig = next((signals[p] for p in signals if member in p), (1.0, {}))
+            score, sig = signals.get(member, (1.0, {}))
             records.append((cycle.key, canonical.id, member, score, json.dumps(sig)))
     bank.write(canonical_objects, new_edges, run_id=cycle.run_id)
     bank.update_objects(updated_members)
