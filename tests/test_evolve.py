@@ -10,11 +10,11 @@ import pytest
 from smb_core.bank import Bank
 from smb_core.corpus import scan
 from smb_core.evolve import merge, split, taxonomy
-from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count
+from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count, retire_stale
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, unresolved_merges
-from smb_core.model import Claim, Concept, Entity, EntityKind, Status, stable_id
+from smb_core.model import Claim, Community, Concept, Entity, EntityKind, Status, stable_id
 from tests.conftest import write_doc
 
 DOCS = {
@@ -171,6 +171,24 @@ def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:
     assert contains == {("index", "vector index"), ("index", "graph index"), ("data structure", "hash table")}
     assert extends == {(child, parent) for parent, child in contains}
     assert sorted(k.title for k in kinds) == ["Kinds of data structure", "Kinds of index"]
+
+
+def test_a_grouping_not_found_again_is_superseded_and_points_to_its_successor(bank: Bank) -> None:
+    def community(*members: str) -> Community:
+        return Community(id=stable_id("com", *members), title=f"Community: {', '.join(members)}",
+                         members=list(members), derived_from=list(members))
+
+    old, kept = community("a", "b", "c"), community("x", "y", "z")
+    bank.write([old, kept])
+    successor = community("a", "b", "d")
+    bank.write([successor])
+    assert retire_stale(bank, open_cycle(bank, "cycle-00002", "run-2"), "community", [kept, successor]) == 1
+    with bank.reading() as db:
+        found = db.get_objects([old.id, kept.id])
+        evolved_into = db.sql("SELECT tail FROM edges WHERE head = ? AND edge_type = 'evolves_into'", [old.id])
+    assert found[old.id].status == Status.SUPERSEDED and "cycle-00002" in found[old.id].status_reason
+    assert found[kept.id].status == Status.ACTIVE
+    assert evolved_into == [(successor.id,)]
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ def cooccurrence_graph(bank: Bank) -> nx.Graph:
                 WHERE e.edge_type = 'references'
             )
             SELECT a.node, b.node, count(*) AS w FROM refs a JOIN refs b ON a.claim = b.claim AND a.node < b.node
-            GROUP BY a.node, b.node
+            GROUP BY a.node, b.node ORDER BY a.node, b.node
             """
         )
         titles = dict(db.sql("SELECT id, title FROM objects WHERE type IN ('entity', 'concept', "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
-from smb_core.model import utcnow
+from smb_core.model import Edge, EdgeType, MemoryObject, Status, utcnow
 
 
 @dataclass
@@ -80,3 +80,26 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
             [list(types), cycle.source_ids],
         )
     return [r[0] for r in rows]
+
+
+def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None) -> int:
+    """Global passes (clusters, communities, bridge insights) recompute their whole set each cycle.
+    Active objects of `type` that this pass did not produce again are superseded, not deleted: each
+    keeps its file and points (`evolves_into`) to the new grouping that took most of its members."""
+    keep = {o.id for o in current}
+    with bank.reading() as db:
+        stale = [o for o in db.list_objects(type=type, status="active", limit=1_000_000) if o.id not in keep
+                 and (kind is None or getattr(o, "kind", None) == kind)]
+    if not stale:
+        return 0
+    member_sets = {o.id: set(getattr(o, "members", [])) for o in current}
+    edges = []
+    for old in stale:
+        old.status, old.status_reason = Status.SUPERSEDED, f"not found again by {cycle.key}"
+        members = set(getattr(old, "members", []))
+        overlap = max(((len(members & m), i) for i, m in member_sets.items()), default=(0, ""))
+        if overlap[0]:
+            edges.append(Edge.between(old.id, overlap[1], EdgeType.EVOLVES_INTO))
+    bank.update_objects(stale)
+    bank.add_edges(edges, run_id=cycle.run_id)
+    return len(stale)

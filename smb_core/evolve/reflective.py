@@ -7,7 +7,7 @@ import json
 from smb_core.bank import Bank
 from smb_core.evolve import communities
 from smb_core.evolve.contradictions import find_contradictions
-from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids, retire_stale
 from smb_core.model import Edge, EdgeType, Insight, stable_id
 
 
@@ -18,6 +18,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     bank.write([*found.contradictions, *found.questions], found.edges, run_id=cycle.run_id)
     insights, edges = bridge_insights(bank, cycle)
     bank.write(insights, edges, run_id=cycle.run_id)
+    retire_stale(bank, cycle, "insight", insights, kind="bridge_entity")
     with bank.reading() as db:
         total = db.sql("SELECT count(*) FROM objects WHERE type = 'contradiction'")[0][0]
     with bank.writing() as db:

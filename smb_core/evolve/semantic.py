@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
-from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids, retire_stale
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -22,6 +22,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     bank.write(clusters, cluster_edges, run_id=cycle.run_id)
     found, edges = communities.detect(bank, cycle)
     bank.write(found, edges, run_id=cycle.run_id)
+    retired = retire_stale(bank, cycle, "cluster", clusters) + retire_stale(bank, cycle, "community", found)
     result.counts = {
         "new_entities_and_concepts": len(new_ids),
         "merge_groups": merged.groups,
@@ -32,6 +33,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "taxonomy_nodes": len(kinds),
         "clusters": len(clusters),
         "communities": len(found),
+        "groupings_superseded": retired,
     }
     result.summary += [f"- split **{s.title}**" for s in subs[:6]]
     result.summary += [f"- merged **{o.title}** ← {', '.join(o.aliases[:5])}" for o in merged.canonical[:10]]
