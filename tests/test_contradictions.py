@@ -15,16 +15,19 @@ from tests.conftest import write_doc
 CONTRADICTIONS = [
     ("date", "The Orvieto Observatory was founded in 1874.",
      "Founded in 1881, the Orvieto Observatory is the oldest in the province."),
-    ("date", "Novelist Agnes Thorvald was born on 2 June 1920.", "Agnes Thorvald was born on 19 October 1922 in Malmo."),
+    ("date", "Novelist Agnes Thorvald was born on 2 June 1920.",
+     "Agnes Thorvald was born on 19 October 1922 in Malmo."),
     ("date", "Gemstone OS 2.0 was released in April 2015.", "Gemstone OS 2.0 came out in September 2017."),
     ("date", "The Treaty of Ostrova was signed in 1712.", "Delegates signed the Treaty of Ostrova in 1709."),
     ("place", "The chemist Irene Vasquez was born in Valencia.",
      "Irene Vasquez was born in Granada to a family of farmers."),
     ("place", "Polder Systems is headquartered in Utrecht.", "Polder Systems has its headquarters in Rotterdam."),
     ("place", "The 2009 Vesper Summit took place in Nairobi.", "Accra hosted the 2009 Vesper Summit."),
-    ("person_role", "The novel 'Northern Gate' was written by Ellen Marsh.", "Peter Doyle is the author of 'Northern Gate'."),
+    ("person_role", "The novel 'Northern Gate' was written by Ellen Marsh.",
+     "Peter Doyle is the author of 'Northern Gate'."),
     ("person_role", "Beacon Analytics was founded by Ravi Menon.", "Sofia Klein founded Beacon Analytics in 2004."),
-    ("person_role", "The first CEO of Quorra Bio was Lukas Brandt.", "Nadia Rahimi was the first chief executive of Quorra Bio."),
+    ("person_role", "The first CEO of Quorra Bio was Lukas Brandt.",
+     "Nadia Rahimi was the first chief executive of Quorra Bio."),
     ("number", "The Elmstead Reservoir has a maximum depth of 40 metres.",
      "The Elmstead Reservoir reaches a maximum depth of 95 metres."),
     ("number", "Garnet Logistics employs 800 people.", "Garnet Logistics has a workforce of 3,500 employees."),
@@ -66,15 +69,34 @@ COMPATIBLE = [
     ("approximate", "Garnet Logistics has about 3,500 employees.", "Garnet Logistics employs 3,420 people."),
     ("approximate", "Harbor Stadium seats more than 50,000 spectators.", "Harbor Stadium has a capacity of 55,000."),
     ("approximate", "The Harbor Line is 50 kilometres long.", "The Harbor Line has a total length of about 31 miles."),
-    ("paraphrase", "Crestline Group bought Meridian Bank in 2011.", "Meridian Bank was acquired by Crestline Group in 2011."),
+    ("paraphrase", "Crestline Group bought Meridian Bank in 2011.",
+     "Meridian Bank was acquired by Crestline Group in 2011."),
     ("paraphrase", "Notely does not charge for exports.", "Exports are free of charge in Notely."),
     ("paraphrase", "Peter Doyle succeeded Ellen Marsh as director of the Orrin Museum in 1999.",
      "Ellen Marsh was replaced as director of the Orrin Museum by Peter Doyle in 1999."),
     ("unrelated", "Irene Vasquez was born in 1931.", "Luis Ferreira was born in 1935."),
+    # subjects that name no one in particular, or different people
+    ("anaphoric", "The film was released on 5 May 1995 in France.",
+     "The film was released on 12 June 1996 in France."),
+    ("anaphoric", "He died in 1927 and was succeeded by his son Monivong.",
+     "Upon the death of Monivong in 1941, Sihanouk took the throne."),
+    ("other_person", "James Adam (born 13 May 1931) is a Scottish former footballer.",
+     "James Adam Reuben (born May 1986) is a British financier."),
+    ("other_person", "Frederick died in 1190 in Asia Minor.", "In 1572 his older brother Frederick Heinrich died."),
+    ("other_person", "John Smith (born 1950) is an English footballer.",
+     "John Smith (born 1962) is an American politician."),
+    ("other_work", "Lonely Hearts is a 1982 Australian film directed by Paul Cox.",
+     "Lonely Hearts is a 2006 American crime film directed by Todd Robinson."),
+    ("other_work", "Super Hits is a compilation album by the band Blood, Sweat & Tears, released in 1998.",
+     "Blood, Sweat & Tears is the second album by the band Blood, Sweat & Tears, released in 1968."),
+    ("life_dates", "Frederick Barbarossa (1122 – 10 June 1190) was Holy Roman Emperor from 1155 until his death.",
+     "Beatrice I (1143 – 15 November 1184) was Holy Roman Empress by marriage to Frederick Barbarossa."),
+    ("repeat_event", "'Vertigo' was released in 1958.", "'Vertigo' was re-released in 1983."),
 ]
 
 
-@pytest.mark.parametrize("kind,a,b", CONTRADICTIONS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CONTRADICTIONS)])
+@pytest.mark.parametrize("kind,a,b", CONTRADICTIONS,
+                         ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CONTRADICTIONS)])
 def test_judge_finds_clear_contradictions_in_either_order(kind, a, b):
     verdict = judge(a, b)
     assert isinstance(verdict, Verdict), (a, b)
@@ -173,6 +195,19 @@ def test_running_again_neither_duplicates_nor_downgrades(bank, settings):
         kept = db.get_object(ctr.id)
         assert db.sql("SELECT count(*) FROM edges WHERE edge_type = 'contradicts'")[0][0] == 2
     assert kept.resolution == "explained" and kept.run_id == "cycle-1"
+
+
+def test_same_name_in_documents_about_different_subjects_is_not_a_contradiction(bank, settings):
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "smith-footballer.md", "# John Smith (footballer)\n\nJohn Smith was born in 1950 in Leeds.\n")
+    write_doc(corpus, "smith-politician.md", "# John Smith (politician)\n\nJohn Smith was born in 1962 in Ohio.\n")
+    outcomes = ingest_sources(bank, scan(corpus), corpus)
+    extract_sources(bank, [o.source_id for o in outcomes], get_extractor(settings))
+    with bank.reading() as db:
+        claim_ids = [c.id for c in db.list_objects(type="claim", limit=100)]
+    assert len(claim_ids) == 2
+    assert judge("John Smith was born in 1950 in Leeds.", "John Smith was born in 1962 in Ohio.") is not None
+    assert find_contradictions(bank, claim_ids, run_id="cycle-1").contradictions == []
 
 
 def test_claims_of_one_document_are_not_compared_with_each_other(bank, settings):

@@ -35,6 +35,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 
@@ -230,9 +231,22 @@ _CATEGORY_NOUNS = {"edition", "generation", "volume", "instalment", "installment
                    "parish", "hamlet", "port", "version", "release", "compound", "element", "film", "novel",
                    "album", "song", "book", "company", "band", "language", "game", "programme", "program",
                    "series", "sequel"}
-_TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "dame", "lord", "lady", "senator", "sen", "rep", "st",
+_TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "dame", "lord", "lady", "senator", "sen", "rep", "st", "jr", "sr",
+           "jnr", "snr", "duke", "duchess", "earl", "count", "countess", "baron", "baroness", "archduke",
+           "archduchess", "emperor", "empress", "marquess", "viscount", "pope", "sultan", "tsar", "czar",
            "saint", "president", "king", "queen", "prince", "princess", "general", "captain", "judge",
            "the", "a", "an", "of", "and", "for", "in", "on", "at", "de", "la", "le", "von", "van", "der"}
+#: Occupations that stand before a name as descriptors: "Composer Ilse Brandauer" is Ilse Brandauer.
+_OCCUPATIONS = set("""actor actress architect artist astronomer athlete author banker biochemist biologist bishop
+    boxer businessman businesswoman cardinal cellist chef chemist coach comedian composer conductor cricketer
+    critic cyclist dancer designer diplomat director drummer economist editor engineer entrepreneur explorer
+    farmer filmmaker footballer geographer geologist golfer guitarist historian illustrator inventor journalist
+    judge jurist lawyer librarian linguist lyricist manager mathematician merchant minister missionary model
+    musician novelist painter philosopher photographer physician physicist pianist pilot playwright poet
+    politician priest producer professor psychologist publisher rapper researcher runner sailor scholar
+    scientist screenwriter sculptor senator singer skier soldier songwriter sociologist sprinter statesman
+    surgeon swimmer teacher theologian translator violinist writer""".split())
+
 _GENERIC_PERSON = {"person", "man", "woman", "one", "individual", "people", "player", "team", "climber"}
 
 _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -403,8 +417,11 @@ class _Name:
     key: str  # normalised full name
     tokens: frozenset[str]  # significant tokens (versions and titles removed)
     first: str  # the first significant token, in order
+    order: tuple[str, ...]  # the significant tokens in order
+    droppable: int  # how many leading tokens are descriptors ("Composer Ilse Brandauer" at a sentence start)
     start: int  # token span
     end: int
+    person: bool = False  # the name ends in a token the NER calls a person
 
 
 @dataclass
@@ -439,6 +456,9 @@ class _Sentence:
         self.first = bool(words & _FIRST_MARKS)
         self.temporal = _temporal_markers(doc)
         self.tense = _tense(doc)
+        # generic statements about a kind: "Copper conducts ...", "Water freezes ..."
+        self.kind_subjects = {t.lemma_.lower() for t in doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"
+                              and not any(c.dep_ in ("det", "poss") for c in t.children)}
 
 
 _cache_lock = threading.Lock()
@@ -523,14 +543,26 @@ def _names(doc) -> list[_Name]:
                  and w.text not in ("'s", "’s")]
         words = [w[:-2] if w.endswith(("'s", "’s")) else w for w in words]
         significant = frozenset(w for w in words if w and w not in _TITLES and not _is_code(w))
+        titled = words and words[0] in _TITLES and words[0] not in ("the", "a", "an", "of", "and", "st", "saint")
+        if titled and (len(significant) == 1 or (len(words) > 1 and words[1] == "of")):
+            continue  # "Lady Rodney", "Prince of Anhalt-Bernburg": a title held by many, not a person
         if not significant:
             codes = [w for w in words if re.fullmatch(r"[a-z]{3,}-\d+[a-z]?", w)]
             if not codes:
                 continue
             significant = frozenset(codes)  # "Cobalt-60", "Orbis-7": the designation is the name
         key = " ".join(w for w in words if w not in ("the", "a", "an"))
-        first = next((w for w in words if w in significant), "")
-        out.append(_Name(key=key, tokens=significant, first=first, start=start, end=end))
+        order = tuple(w for w in words if w in significant)
+        first = order[0] if order else ""
+        lead = [w for w in toks if not re.fullmatch(r"\W+", w.text) and _fold(w.text).strip("'’.") in significant]
+        droppable = 0
+        for w in lead[:-2]:  # descriptors before a name of two words or more ("Composer Ilse Brandauer")
+            if w.text[:1].islower() or w.lower_ in _OCCUPATIONS:
+                droppable += 1
+            else:
+                break
+        out.append(_Name(key=key, tokens=significant, first=first, order=order, droppable=droppable,
+                         start=start, end=end, person=doc[end - 1].ent_type_ == "PERSON"))
     return out
 
 
@@ -565,15 +597,30 @@ _NAME_QUALIFIERS = {"greater", "new", "old", "north", "south", "east", "west", "
 
 
 def _names_match(a: _Name, b: _Name) -> bool:
+    if not a.tokens or not b.tokens:
+        return False
     if a.tokens <= b.tokens:
         small, big = a, b
     elif b.tokens <= a.tokens:
         small, big = b, a
     else:
         return False
-    if len(small.tokens) == 1 and len(big.tokens) > 1 and small.first == big.first:
-        return False  # a first name alone ("Frederick") is not "Frederick Heinrich"
+    if small.tokens == big.tokens:
+        return True
+    # the shorter name must end the longer one, after descriptors only: "Ilse Brandauer" is "Composer Ilse
+    # Brandauer", but "James Adam" is not "James Adam Reuben", "Frederick" not "Frederick Heinrich", and
+    # "Blood, Sweat & Tears" not "The Essential Blood, Sweat & Tears"
+    extra = len(big.order) - len(small.order)
+    if extra <= 0 or big.order[extra:] != small.order or extra > big.droppable and len(small.order) > 1:
+        return False
+    if len(small.order) == 1 and extra > big.droppable and not _surname_only(small, big):
+        return False
     return not ((big.tokens - small.tokens) & _NAME_QUALIFIERS)
+
+
+def _surname_only(small: _Name, big: _Name) -> bool:
+    """'Kroll' for 'Anneliese Kroll': a surname alone for a person's two-word name."""
+    return len(big.order) - big.droppable == 2 and big.order[-1] == small.order[0] and big.person
 
 
 # ---- dates ----------------------------------------------------------------------------------
@@ -748,6 +795,10 @@ def _versions(doc, sent: _Sentence) -> frozenset[str]:
                          r"\s+([A-Z][a-z]+)", doc.text):  # "4th Duke of X" vs "10th Duke of X"
         n = _ORDINALS.get(m.group(1).lower()) or int(re.sub(r"\D", "", m.group(1)))
         out.add(f"ord:{m.group(2).lower()}:{n}")
+    for t in doc:  # "John I, Prince of X": the pronoun-looking I after a name is a regnal number
+        if t.text == "I" and t.i > 0 and doc[t.i - 1].pos_ == "PROPN" and doc[t.i - 1].text[:1].isupper() and \
+                (t.i + 1 == len(doc) or doc[t.i + 1].text in (",", "(", "of", ")")):
+            out.add("i")
     for t in doc:
         if t.i in sent.date_tokens and not any(d.modifier for d in sent.dates if d.root == t.i):
             continue
@@ -789,7 +840,8 @@ def _temporal_markers(doc) -> set[str]:
         out.add("no longer")
     if re.search(r"\bas of\b", doc.text, re.I):
         out.add("as of")
-    if re.search(r"\bfrom\s+\S+\s+(to|until|through)\b", doc.text, re.I):
+    if re.search(r"\bfrom\b[^.;]{1,40}?\b(to|until|through|till)\b", doc.text, re.I) or \
+            re.search(r"\b\d{3,4}\s*[–-]\s*\d{2,4}\b", doc.text):
         out.add("from-to")
     return out
 
@@ -1163,6 +1215,17 @@ def _subject_of(v):
             return s
         if v.dep_ in ("acl", "relcl") and v.head.pos_ in ("NOUN", "PROPN", "PRON"):
             head = v.head
+            # "an album by the band X, released in 1968": after a comma, the participle belongs to the
+            # noun that the by/of-phrase modifies, not to the band
+            top = head
+            while top.dep_ in ("compound", "appos", "conj", "flat", "nmod") and top.head.i != top.i:
+                top = top.head  # up to the noun phrase that contains the name
+            if top.dep_ == "pobj" and top.head.head.pos_ in ("NOUN", "PROPN") and \
+                    (top.head.lower_ == "by" or (top.head.lower_ in ("of", "from") and
+                                                 any(t.text == "," for t in v.doc[top.i:v.i]))):
+                head = top.head.head
+            elif top is not head and top.pos_ == "NOUN":
+                head = top  # "an album by the band, Blood, Sweat & Tears, released ...": the album
             # "'Salt Harbour' is a drama directed by ...": the drama is the copula's subject
             if head.dep_ == "attr" and head.head.pos_ in ("AUX", "VERB"):
                 s = next((c for c in head.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
@@ -1227,7 +1290,6 @@ def _identity(sent: _Sentence, tok, depth: int = 0) -> set:
     """Identity keys of the thing an NP head denotes: ('name', Name) or ('noun', lemma, frozenset(names))."""
     if tok is None or depth > 3:
         return set()
-    doc = sent.doc
     out: set = set()
     if tok.i in sent.name_at:
         out.add(("name", sent.name_at[tok.i].key))
@@ -1353,6 +1415,11 @@ def _actor(sent: _Sentence, p: _Pred) -> list:
     return [s] if s is not None and s.dep_ != "csubj" else []
 
 
+def _names_in(ids: set) -> bool:
+    """A name among the identity keys, directly or as the owner of a noun ('Halvard Berg's son')."""
+    return any(k[0] == "name" or (k[0] == "noun" and k[2]) for k in ids)
+
+
 def _has_name(ids: set) -> bool:
     return any(k[0] == "name" for k in ids)
 
@@ -1375,6 +1442,9 @@ def _same_theme(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred, shared: list
         _, pat_b = _roles(sb, pb)
         ia, ib = _ids_of(sa, pat_a), _ids_of(sb, pat_b)
         match = _ids_match(ia, ib, sa, sb)
+        if match and not lenient and not (_names_in(ia) or _names_in(ib)) and \
+                not (sa.kind_subjects & sb.kind_subjects):
+            return False  # "a trailer was launched" / "published a trailer": no name, no identity
         if match and not (_has_name(ia) or _has_name(ib)):
             # plain common-noun objects ("offline editing") say nothing about who: the actors must agree
             if _ids_match(_ids_of(sa, _actor(sa, pa)), _ids_of(sb, _actor(sb, pb)), sa, sb) is False:
@@ -1387,6 +1457,8 @@ def _same_theme(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred, shared: list
     ia = _ids_of(sa, _theme_tokens(sa, pa))
     ib = _ids_of(sb, _theme_tokens(sb, pb))
     match = _ids_match(ia, ib, sa, sb)
+    if match and not lenient and not (_names_in(ia) or _names_in(ib)) and not (sa.kind_subjects & sb.kind_subjects):
+        return False
     if match:
         return True
     if match is False and (ta.pos_ == "VERB") != (tb.pos_ == "VERB"):
@@ -1542,10 +1614,7 @@ def _shared_names(sa: _Sentence, sb: _Sentence) -> list[tuple[_Name, _Name]]:
 
 
 def _shared_subject_noun(sa: _Sentence, sb: _Sentence) -> bool:
-    def heads(s):  # generic statements about a kind: "Copper conducts ...", "Water freezes ..."
-        return {t.lemma_.lower() for t in s.doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"
-                and not any(c.dep_ in ("det", "poss") for c in t.children)}
-    return bool(heads(sa) & heads(sb))
+    return bool(sa.kind_subjects & sb.kind_subjects)
 
 
 def _version_conflict(sa: _Sentence, sb: _Sentence) -> bool:
@@ -1904,7 +1973,11 @@ def _rule_person(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
                 ok = ok or _specific_event(sa, sb, pa, pb)
             if not ok:
                 continue
-        if common <= _ROLE_AT_TIME:
+        if common <= _ROLE_AT_TIME or (common <= {"direct"} and sa.doc[pa.i].pos_ == sb.doc[pb.i].pos_ == "NOUN"):
+            # offices held in turn ("the Director of the Secret Service"): one holder at a time
+            if (sa.temporal | sb.temporal) & {"since", "until", "till", "from-to", "as of", "formerly", "no longer"} \
+                    or any(v.startswith("ord:") for v in sa.versions | sb.versions):
+                continue
             at_time = (sa.first and sb.first) or (sa.time_points and sb.time_points and _time_compatible(sa, sb))
             at_time = at_time or (not sa.time_points and not sb.time_points and _time_compatible(sa, sb) and
                                   sa.tense == sb.tense == "present")
@@ -1912,6 +1985,9 @@ def _rule_person(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
                 continue
         elif not _dates_compatible(sa, sb) and not (sa.first and sb.first):
             continue
+        if not (_unique_role_noun(sa, pa) and _unique_role_noun(sb, pb)) or \
+                _role_compounds(sa, pa) != _role_compounds(sb, pb):
+            continue  # "an American film director of Westerns", "an associate art director"
         ag_a, ag_b = _agents(sa, pa), _agents(sb, pb)
         if not ag_a or not ag_b:
             continue
@@ -1929,6 +2005,26 @@ def _rule_person(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
         attr = _attr_name(common)
         return Verdict("person_role", attr, f"{attr}: {ag_a[0].key} vs {ag_b[0].key}")
     return None
+
+
+def _unique_role_noun(sent: _Sentence, p: _Pred) -> bool:
+    """A role noun names the one holder only when definite ('the author', 'its first CEO'), not 'a director
+    of Westerns'; and what it is the role of must not be a plural ('director of Westerns')."""
+    t = sent.doc[p.i]
+    if t.pos_ != "NOUN":
+        return True
+    dets = [c for c in t.children if c.dep_ in ("det", "poss")]
+    if any(d.lower_ in ("a", "an", "one", "another", "some", "any") for d in dets):
+        return False
+    owners = [x for c in t.children if c.dep_ == "prep" and c.lower_ == "of" for x in c.children if x.dep_ == "pobj"]
+    return not any(o.tag_ == "NNS" or (o.tag_ == "NNPS" and o.i not in sent.name_at) for o in owners)
+
+
+def _role_compounds(sent: _Sentence, p: _Pred) -> frozenset[str]:
+    t = sent.doc[p.i]
+    if t.pos_ != "NOUN":
+        return frozenset()
+    return frozenset(c.lemma_.lower() for c in t.children if c.dep_ in ("compound", "amod") and c.pos_ == "NOUN")
 
 
 def _role_noun_theme_match(sa, pa, sb, pb) -> bool:
@@ -2271,7 +2367,9 @@ class ContradictionResult:
 _CONFIDENCE = {"date": 0.75, "number": 0.7, "place": 0.7, "person_role": 0.7, "exclusive_predicate": 0.65,
                "polarity": 0.65}
 #: A name referenced by more claims than this is too common to be a subject (a year, "United States").
-_MAX_NAME_FANOUT = 300
+#: A name referenced by more claims than this is too common to pick out a subject ("united states", a
+#: concept such as "film"); concepts get a lower cap, as they name kinds rather than things.
+_MAX_NAME_FANOUT = {"entity": 200, "concept": 40}
 
 
 def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int = 20,
@@ -2279,9 +2377,9 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     """Contradictions between the given (new) claims and active claims of other documents.
 
     Candidates per claim: claims of other documents that reference an entity or concept with the same
-    normalised name (DuckDB `edges` + `names`, names shared by more than `_MAX_NAME_FANOUT` claims
-    skipped), plus the claim's k nearest active claims in Chroma; a candidate pair is kept only if the two
-    claims reference a common name (a lone first name or surname does not count). Each unordered pair is
+    normalised name (DuckDB `edges` + `names`; names shared by too many claims are skipped), plus the
+    claim's k nearest active claims in Chroma; a candidate pair is kept only if the two claims reference
+    an entity of a common name (a lone first name or surname does not count). Each unordered pair is
     judged once, in canonical order. Existing contradictions (same deterministic id) are kept as they
     are: never rewritten, deleted or downgraded. Claims are read in chunks, each in its own short read
     session; judging happens outside the lock.
@@ -2289,9 +2387,13 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     result = ContradictionResult()
     ids = list(dict.fromkeys(claim_ids))
     seen: set[tuple[str, str]] = set()
+    own: dict[str, tuple[str, str]] = {}  # claim id -> (statement as judged, its document's title)
     for start in range(0, len(ids), chunk):
         todo, sources, ctr_ids = _candidate_pairs(bank, ids[start:start + chunk], k, seen)
-        texts = [_judged_pair(a, b, sources) for a, b in todo]
+        for c in {c.id: c for pair in todo for c in pair}.values():
+            if c.id not in own:
+                own[c.id] = (_judged_text(c, sources), _title_of(c, sources))
+        texts = [_judged_pair(own[a.id], own[b.id]) for a, b in todo]
         _analyse_many(t for pair in texts for t in pair)
         for (a, b), (text_a, text_b) in zip(todo, texts):
             result.pairs_judged += 1
@@ -2308,7 +2410,7 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
                if isinstance(c, Claim) and c.status.value == "active"}
         if not new:
             return [], {}, {}
-        candidates, names_by_claim = _name_candidates(db, list(new))
+        candidates, _ = _name_candidates(db, list(new))
         _ann_candidates(bank, new, candidates, k)
         other_ids = {c for cs in candidates.values() for c in cs} - set(new)
         others = {i: c for i, c in db.get_objects(list(other_ids)).items()
@@ -2326,11 +2428,12 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
                 pairs.add(tuple(sorted((a.id, b.id))))
         pairs -= seen
         seen |= pairs
-        names_by_claim.update(_referenced_names(db, {c for p in pairs for c in p} - set(names_by_claim)))
-        # the same subject in the graph: the two claims reference an entity or concept of the same name
-        pairs = {p for p in pairs if _share_a_name(names_by_claim.get(p[0], ()), names_by_claim.get(p[1], ()))}
+        entities = _referenced_entities(db, {c for p in pairs for c in p})
         sources = {d.id: d for d in db.sources_by_ids(list({s for p in pairs for c in p
                                                             for s in claims[c].source_ids}))}
+        # the same subject in the graph: the two claims reference an entity of the same name
+        pairs = {p for p in pairs if _share_a_name(entities.get(p[0], ()), entities.get(p[1], ()),
+                                                   _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
         existing = {r[0] for r in db.sql("SELECT id FROM objects WHERE id IN (SELECT unnest(?))",
                                          [list(ctr_ids.values())])} if ctr_ids else set()
@@ -2339,33 +2442,56 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
     return todo, sources, ctr_ids
 
 
-def _referenced_names(db, claim_ids: Iterable[str]) -> dict[str, set[str]]:
-    """Normalised names of the entities and concepts each claim references (graph edges in DuckDB)."""
+def _referenced_names(db, claim_ids: Iterable[str], kind: str | None = None) -> dict[str, set[str]]:
+    """Normalised names of the entities (and concepts) each claim references (graph edges in DuckDB)."""
     ids = list(claim_ids)
     names_by_claim: dict[str, set[str]] = defaultdict(set)
     if not ids:
         return names_by_claim
     rows = db.sql(
         "SELECT e.head, n.name FROM edges e JOIN names n ON n.object_id = e.tail "
-        "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
+        "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))"
+        + (" AND n.type = ?" if kind else ""), [ids, kind] if kind else [ids])
     for head, name in rows:
         if len(name) >= 3 and not name.isdigit():
             names_by_claim[head].add(name)
     return names_by_claim
 
 
-def _share_a_name(a: Iterable[str], b: Iterable[str]) -> bool:
-    """The same name, or one name inside the other when the shorter has two words or more ('ilse brandauer'
-    in 'composer ilse brandauer'); a lone surname or first name ('newton') does not identify anyone."""
+def _share_a_name(a: dict[str, str], b: dict[str, str], title_a: str = "", title_b: str = "") -> bool:
+    """Whether two claims' entities ({normalised name: kind}) name the same subject: the same name of two
+    words or more, or one that ends the other ('ilse brandauer' / 'composer ilse brandauer'). A one-word
+    name counts only when it is not a person and both documents' titles contain it ('quillpad'): a lone
+    first name or surname ('george', 'neugebauer') does not identify anyone across documents."""
     sa, sb = set(a), set(b)
-    if sa & sb:
-        return True
+    titles = (f" {_base_title(title_a)} ", f" {_base_title(title_b)} ")
+    for name in sa & sb:
+        if len(name.split()) >= 2:
+            return True
+        if "person" not in (a[name], b[name]) and all(f" {name} " in t for t in titles):
+            return True
     for x in sa:
         for y in sb:
             small, big = (x, y) if len(x) <= len(y) else (y, x)
-            if len(small.split()) >= 2 and f" {small} " in f" {big} ":
+            if len(small.split()) >= 2 and f" {big}".endswith(f" {small}"):
                 return True
     return False
+
+
+def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, str]]:
+    """{claim id: {normalised entity name: entity kind}} for the entities each claim references."""
+    ids = list(claim_ids)
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    if not ids:
+        return out
+    rows = db.sql(
+        "SELECT e.head, n.name, json_extract_string(o.data, '$.entity_kind') FROM edges e "
+        "JOIN names n ON n.object_id = e.tail AND n.type = 'entity' LEFT JOIN objects o ON o.id = n.object_id "
+        "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
+    for head, name, kind in rows:
+        if len(name) >= 3 and not name.isdigit():
+            out[head][name] = kind or "other"
+    return out
 
 
 def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -2376,11 +2502,12 @@ def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dic
     if not all_names:
         return out, names_by_claim
     fan = db.sql(
-        "SELECT n.name, e.head FROM names n JOIN edges e ON e.tail = n.object_id AND e.edge_type = 'references' "
-        "WHERE n.name IN (SELECT unnest(?)) AND n.name IN ("
-        "  SELECT n2.name FROM names n2 JOIN edges e2 ON e2.tail = n2.object_id AND e2.edge_type = 'references' "
-        "  WHERE n2.name IN (SELECT unnest(?)) GROUP BY n2.name HAVING count(*) <= ?)",
-        [all_names, all_names, _MAX_NAME_FANOUT])
+        "WITH refs AS (SELECT n.name, n.type, e.head FROM names n JOIN edges e ON e.tail = n.object_id "
+        "              AND e.edge_type = 'references' WHERE n.name IN (SELECT unnest(?))), "
+        "     counts AS (SELECT name, type, count(*) AS c FROM refs GROUP BY name, type) "
+        "SELECT r.name, r.head FROM refs r JOIN counts USING (name, type) "
+        "WHERE (r.type = 'entity' AND counts.c <= ?) OR (r.type = 'concept' AND counts.c <= ?)",
+        [all_names, _MAX_NAME_FANOUT["entity"], _MAX_NAME_FANOUT["concept"]])
     claims_by_name: dict[str, set[str]] = defaultdict(set)
     for name, head in fan:
         if head.startswith("clm-"):
@@ -2428,20 +2555,32 @@ def _title_of(claim: Claim, sources: dict) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
 
 
-def _judged_pair(a: Claim, b: Claim, sources: dict) -> tuple[str, str]:
-    """The two statements as judged: pronoun subjects resolved (see `_judged_text`), and the documents'
-    titles, which name their subjects, replaced by one opaque proper name, so that a title that reads
-    like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
-    ta, tb = _judged_text(a, sources), _judged_text(b, sources)
-    for title in {_title_of(a, sources), _title_of(b, sources)}:
+def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
+    """The two statements as judged, from (statement with its pronoun resolved, document title) each: the
+    documents' titles, which name their subjects, become one opaque proper name, so that a title that
+    reads like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
+    (ta, title_a), (tb, title_b) = a, b
+    for title in {title_a, title_b}:
         if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
             continue
-        pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])")
-        if pattern.search(ta) or pattern.search(tb):
-            digest = stable_id("t", _fold(title)).split("-")[1]
-            name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
-            ta, tb = pattern.sub(name, ta), pattern.sub(name, tb)
+        pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])(?!\s+[A-Z])")
+        digest = stable_id("t", _fold(title)).split("-")[1]
+        name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
+        ta, tb = _replace_title(pattern, name, ta), _replace_title(pattern, name, tb)
     return ta, tb
+
+
+def _replace_title(pattern: re.Pattern, name: str, text: str) -> str:
+    """Occurrences of a title not inside a longer name: "Kevin Hennessy" in "Neil Kevin Hennessy" is not
+    Kevin Hennessy (a capitalised word before it, other than a determiner, extends the name)."""
+    def swap(m: re.Match) -> str:
+        before = re.search(r"([A-Z][\w'’.-]*)\s+$", text[:m.start()])
+        if before and before.group(1).lower() not in ("the", "a", "an", "in", "on", "at", "by", "for", "from",
+                                                      "with", "of", "to", "and", "but", "when", "after", "before",
+                                                      "since", "during", "while", "as", "its", "his", "her"):
+            return m.group(0)
+        return name
+    return pattern.sub(swap, text)
 
 
 def _different_document_subjects(a: Claim, b: Claim, sources: dict) -> bool:
@@ -2450,8 +2589,31 @@ def _different_document_subjects(a: Claim, b: Claim, sources: dict) -> bool:
     tb = next((sources[s].title for s in b.source_ids if s in sources), "")
     if not ta or not tb or ta == tb:
         return False
-    base = lambda t: _fold(re.sub(r"\s*\([^)]*\)\s*$", "", t)).strip()  # noqa: E731
-    return base(ta) == base(tb)
+    if _base_title(ta) == _base_title(tb):
+        return True
+    # "Juan Carlos" in the article "Juan Carlos I of Spain" and in the article "Juan Carlos Salazar": each
+    # claim is about its own document's subject, and the titles extend the name differently
+    ext_a, ext_b = _title_extension(a.subject, ta), _title_extension(b.subject, tb)
+    return bool(ext_a and ext_b and ext_a != ext_b)
+
+
+def _title_extension(subject: str, title: str) -> str:
+    """The capitalised words a title adds to a claim's subject name when the title contains that name:
+    'Juan Carlos' in 'Juan Carlos I of Spain' -> 'spain', 'Neugebauer' in 'Gerry Neugebauer' -> 'gerry';
+    '' when the title does not contain the subject or adds no name ('The history of Lumen Labs')."""
+    subject_words = _base_title(subject).split()
+    title_words = re.sub(r"\s*\([^)]*\)\s*$", "", title).replace(",", " ").split()
+    folded = [_fold(w).strip(".'’") for w in title_words]
+    if not subject_words or not set(subject_words) <= set(folded):
+        return ""
+    extra = [f for w, f in zip(title_words, folded) if f not in subject_words and w[:1].isupper()
+             and f not in _TITLES and f not in ("the", "a", "an", "i") and not f.isdigit()]
+    return " ".join(extra)
+
+
+@lru_cache(maxsize=100_000)
+def _base_title(title: str) -> str:
+    return _fold(re.sub(r"\s*\([^)]*\)\s*$", "", title)).strip()
 
 
 def _source_label(claim: Claim, sources: dict) -> str:
