@@ -39,6 +39,7 @@ class MemoryType(str, Enum):
     EVOLUTION = "evolution"
     AGENDA = "agenda"
     PLAN = "plan"
+    DISCOVERED_RELATIONSHIP = "discovered_relationship"
 
 
 class Status(str, Enum):
@@ -147,6 +148,11 @@ class MemoryObject(BaseModel):
     derived_from: list[str] = Field(default_factory=list)
     source_spans: list[SourceSpan] = Field(default_factory=list)
     run_id: str | None = None
+    #: When `confidence` was last set by new independent evidence (None: when created). Confidence
+    #: decays from there with the bank's half-life; see `smb_core.evolve.confidence`.
+    reinforced_at: datetime | None = None
+    #: Open contradictions that put this object in dispute, directly or through what it derives from.
+    disputed_by: list[str] = Field(default_factory=list)
     body: str = ""
 
     @field_validator("title")
@@ -208,7 +214,6 @@ class Claim(MemoryObject):
     predicate: str = ""
     object: str = ""
     negated: bool = False
-    disputed: bool = False
 
     def text(self) -> str:
         return self.statement
@@ -335,7 +340,20 @@ class Contradiction(MemoryObject):
     explanation: str = ""
 
 
+class CitedStatement(BaseModel):
+    """One statement of a synthesis or narrative and the object (and source span) that backs it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    object_id: str
+    span: SourceSpan | None = None
+    date: str | None = None  # normalised date when the statement is dated (narratives)
+
+
 class Synthesis(MemoryObject):
+    """Layer 4: claims from at least three documents on one theme, integrated; every statement cited."""
+
     layer: ClassVar[int] = 4
     folder: ClassVar[str] = "syntheses"
     node: ClassVar[NodeType] = NodeType.ABSTRACTION
@@ -343,6 +361,8 @@ class Synthesis(MemoryObject):
 
     type: MemoryType = MemoryType.SYNTHESIS
     theme: str = ""
+    method: str = "extractive"  # extractive | llm
+    statements: list[CitedStatement] = Field(default_factory=list)
 
 
 class Abstraction(MemoryObject):
@@ -352,8 +372,22 @@ class Abstraction(MemoryObject):
     id_prefix: ClassVar[str] = "abs"
 
     type: MemoryType = MemoryType.ABSTRACTION
+    kind: str = "abstraction"  # abstraction | meta_concept
     level: int = 1
     members: list[str] = Field(default_factory=list)
+
+
+class DiscoveredRelationship(Relationship):
+    """Layer 4: a link between two entities or concepts that no single document states, inferred
+    through the graph; `evidence_path` is the evidence (node ids from head to tail)."""
+
+    layer: ClassVar[int] = 4
+    folder: ClassVar[str] = "relationships"
+    id_prefix: ClassVar[str] = "drl"
+
+    type: MemoryType = MemoryType.DISCOVERED_RELATIONSHIP
+    method: str = ""  # shared_neighbours | bridge | transitive
+    evidence_path: list[str] = Field(default_factory=list)
 
 
 class Narrative(MemoryObject):
@@ -363,15 +397,21 @@ class Narrative(MemoryObject):
     id_prefix: ClassVar[str] = "nar"
 
     type: MemoryType = MemoryType.NARRATIVE
-    subject: str = ""
+    subject: str = ""  # id of the entity, concept or community the narrative is about
+    statements: list[CitedStatement] = Field(default_factory=list)
 
 
 class TimelineEvent(BaseModel):
+    """A dated event; `date` is ISO 8601 to the precision known (`1874`, `1874-06`, `1874-06-02`)."""
+
     model_config = ConfigDict(extra="forbid")
 
     date: str
+    end: str | None = None  # for ranges ("1914-1918")
+    approximate: bool = False  # "around 1870", "the early 1900s"
     text: str
     object_id: str | None = None
+    span: SourceSpan | None = None
 
 
 class Timeline(MemoryObject):
@@ -385,6 +425,47 @@ class Timeline(MemoryObject):
     events: list[TimelineEvent] = Field(default_factory=list)
 
 
+class Evolution(MemoryObject):
+    """Layer 5: what one cycle changed in the bank, as a readable changelog."""
+
+    layer: ClassVar[int] = 5
+    folder: ClassVar[str] = "evolution"
+    node: ClassVar[NodeType] = NodeType.NARRATIVE
+    id_prefix: ClassVar[str] = "evo"
+
+    type: MemoryType = MemoryType.EVOLUTION
+    cycle: str
+    changes: dict[str, int] = Field(default_factory=dict)
+
+
+class AgendaItem(BaseModel):
+    """One open question or contradiction on the agenda, why it ranks where it does, and what would settle it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    object_id: str
+    score: float
+    reason: str
+    settle_with: str = ""
+
+
+class Agenda(MemoryObject):
+    layer: ClassVar[int] = 6
+    folder: ClassVar[str] = "agendas"
+    node: ClassVar[NodeType] = NodeType.NARRATIVE
+    id_prefix: ClassVar[str] = "agd"
+
+    type: MemoryType = MemoryType.AGENDA
+    items: list[AgendaItem] = Field(default_factory=list)
+
+
+class PlanStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action: str
+    cites: list[str] = Field(default_factory=list)  # ids of the objects the step comes from
+
+
 class Plan(MemoryObject):
     layer: ClassVar[int] = 6
     folder: ClassVar[str] = "plans"
@@ -392,7 +473,7 @@ class Plan(MemoryObject):
     id_prefix: ClassVar[str] = "pln"
 
     type: MemoryType = MemoryType.PLAN
-    steps: list[str] = Field(default_factory=list)
+    steps: list[PlanStep] = Field(default_factory=list)
 
 
 MODEL_BY_TYPE: dict[MemoryType, type[MemoryObject]] = {
@@ -412,7 +493,10 @@ MODEL_BY_TYPE: dict[MemoryType, type[MemoryObject]] = {
     MemoryType.ABSTRACTION: Abstraction,
     MemoryType.NARRATIVE: Narrative,
     MemoryType.TIMELINE: Timeline,
+    MemoryType.EVOLUTION: Evolution,
+    MemoryType.AGENDA: Agenda,
     MemoryType.PLAN: Plan,
+    MemoryType.DISCOVERED_RELATIONSHIP: DiscoveredRelationship,
 }
 
 

@@ -48,7 +48,7 @@ class Hit(BaseModel):
 
     @property
     def disputed(self) -> bool:
-        return any(c.resolution == "open" for c in self.contradictions) or bool(getattr(self.object, "disputed", False))
+        return any(c.resolution == "open" for c in self.contradictions) or bool(self.object.disputed_by)
 
     def as_json(self) -> dict[str, Any]:
         text = self.object.text()

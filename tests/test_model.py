@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from smb_core.model import (
-    MODEL_BY_TYPE, Abstraction, Claim, Concept, Contradiction, Edge, EdgeType, Entity, EntityKind, Insight,
+    MODEL_BY_TYPE, Abstraction, Agenda, AgendaItem, CitedStatement, Claim, DiscoveredRelationship, Evolution,
+    PlanStep, Concept, Contradiction, Edge, EdgeType, Entity, EntityKind, Insight,
     MemoryType, ModelError, Narrative, NodeType, Plan, Question, Relationship, SourceDocument, SourceSpan, Status,
     Synthesis, Timeline, TimelineEvent, edge_type, from_markdown, model_for, node_type, split_front_matter,
     stable_id, to_markdown,
@@ -44,7 +45,7 @@ OBJECTS = [
     Claim(id="clm-1", title="Aurora does not support online updates",
           statement="The Aurora index does not support online updates: it needs a rebuild.",
           subject="The Aurora index", predicate="not support", object="online updates", negated=True,
-          disputed=True, **COMMON),
+          disputed_by=["ctr-1"], **COMMON),
     Relationship(id="rel-1", title="Okafor founded Lumen Labs", head="ent-1", tail="ent-2",
                  edge_type=EdgeType.DERIVES_FROM, predicate="found in", evidence="Okafor founded Lumen Labs.",
                  **COMMON),
@@ -53,13 +54,21 @@ OBJECTS = [
              **COMMON),
     Contradiction(id="ctr-1", title="Founding year", claim_ids=["clm-1", "clm-2"], attribute="founded",
                   resolution="explained", explanation="Two sources disagree.", **COMMON),
-    Synthesis(id="syn-1", title="Synthesis", theme="indexing", **COMMON),
+    Synthesis(id="syn-1", title="Synthesis", theme="indexing",
+              statements=[CitedStatement(text="Aurora needs a rebuild.", object_id="clm-1", span=SPAN)], **COMMON),
     Abstraction(id="abs-1", title="Abstraction", level=2, members=["con-1", "con-2"], **COMMON),
-    Narrative(id="nar-1", title="Narrative", subject="ent-1", **COMMON),
+    DiscoveredRelationship(id="drl-1", title="Okafor related to Aurora", head="ent-1", tail="ent-3",
+                           edge_type=EdgeType.RELATED_TO, method="bridge", evidence_path=["ent-1", "ent-2", "ent-3"],
+                           **COMMON),
+    Narrative(id="nar-1", title="Narrative", subject="ent-1",
+              statements=[CitedStatement(text="Founded in 2017.", object_id="clm-1", date="2017")], **COMMON),
     Timeline(id="tml-1", title="Timeline", subject="ent-1",
              events=[TimelineEvent(date="2017", text="Lumen Labs founded", object_id="clm-1"),
-                     TimelineEvent(date="2022-05", text="Aurora ships")], **COMMON),
-    Plan(id="pln-1", title="Plan", steps=["read", "write: then check"], **COMMON),
+                     TimelineEvent(date="1914", end="1918", approximate=True, text="War", span=SPAN)], **COMMON),
+    Evolution(id="evo-1", title="Cycle 1", cycle="cycle-00001", changes={"merged": 3}, **COMMON),
+    Agenda(id="agd-1", title="Agenda", items=[AgendaItem(object_id="ctr-1", score=0.9, reason="12 objects depend on it",
+                                                          settle_with="the founding record")], **COMMON),
+    Plan(id="pln-1", title="Plan", steps=[PlanStep(action="read: the record", cites=["ctr-1"])], **COMMON),
 ]
 
 SOURCE = SourceDocument(
