@@ -92,6 +92,8 @@ COMPATIBLE = [
     ("life_dates", "Frederick Barbarossa (1122 – 10 June 1190) was Holy Roman Emperor from 1155 until his death.",
      "Beatrice I (1143 – 15 November 1184) was Holy Roman Empress by marriage to Frederick Barbarossa."),
     ("repeat_event", "'Vertigo' was released in 1958.", "'Vertigo' was re-released in 1983."),
+    ("shared_role", "Tomas Varga is the co-founder and chief scientist of Lumen Labs.",
+     "Dr. Mara Okafor is the founder and chief executive officer of Lumen Labs."),
 ]
 
 

@@ -15,6 +15,7 @@ from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, unresolved_merges
 from smb_core.model import Claim, Community, Concept, Entity, EntityKind, Status, stable_id
+from smb_core.query import MemoryBank
 from tests.conftest import write_doc
 
 DOCS = {
@@ -207,6 +208,11 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
         status = bank.status()
         assert status["types"].get("canonical_entity", 0) > 0 and status["types"].get("community", 0) > 0
         assert status["consistent"]
+        sides = [frozenset(side["statement"] for side in c["sides"])
+                 for c in MemoryBank.open(settings.memory_bank_dir, settings=settings).contradictions()]
+        assert frozenset({"Okafor founded Lumen Labs in Lisbon in 2017.",  # names differ, subject is the same
+                          "Dr. Okafor founded Lumen Labs in Porto."}) in sides
+        assert not any("co-founder" in statement for pair in sides for statement in pair)
         events = [r.event_log_entry.dagster_event for r in instance.get_records_for_run(report.run_ids[0]).records]
         checks = [e for e in events if e is not None and e.event_type_value == "ASSET_CHECK_EVALUATION"]
         assert checks and all(e.event_specific_data.passed for e in checks)

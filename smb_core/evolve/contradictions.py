@@ -1961,7 +1961,12 @@ def _agents(sent: _Sentence, p: _Pred) -> list[_Name]:
     return out
 
 
+_SHARED_ROLE = re.compile(r"\bco-?(?:found|author|writ|direct|creat|own|chair|lead|produc)|\bone of the \w+ers\b", re.I)
+
+
 def _rule_person(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
+    if _SHARED_ROLE.search(sa.doc.text) or _SHARED_ROLE.search(sb.doc.text):
+        return None  # a co-founder or one of the authors shares the role: another holder is no conflict
     roles = _ROLE_ALWAYS | _ROLE_MARKED | _ROLE_AT_TIME
     for pa, pb, common in _aligned(sa, sb, roles, allow_stem=False):
         if pa.neg or pb.neg:
@@ -2432,8 +2437,9 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
         sources = {d.id: d for d in db.sources_by_ids(list({s for p in pairs for c in p
                                                             for s in claims[c].source_ids}))}
         # the same subject in the graph: the two claims reference an entity of the same name
-        pairs = {p for p in pairs if _share_a_name(entities.get(p[0], ()), entities.get(p[1], ()),
-                                                   _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))}
+        pairs = {p for p in pairs if _share_a_name(entities.get(p[0], {}), entities.get(p[1], {}),
+                                                   _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))
+                 or _same_named_subject(claims[p[0]], claims[p[1]])}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
         existing = {r[0] for r in db.sql("SELECT id FROM objects WHERE id IN (SELECT unnest(?))",
                                          [list(ctr_ids.values())])} if ctr_ids else set()
@@ -2456,6 +2462,17 @@ def _referenced_names(db, claim_ids: Iterable[str], kind: str | None = None) -> 
         if len(name) >= 3 and not name.isdigit():
             names_by_claim[head].add(name)
     return names_by_claim
+
+
+def _same_named_subject(a: Claim, b: Claim) -> bool:
+    """Both claims have the same proper-name subject ('Okafor' / 'Dr. Okafor', 'Lumen DB 2.0'): the
+    extractor's subject, titles dropped. Pronouns and common nouns ('it', 'the film') never match, and
+    documents about different people of one name are told apart by `_different_document_subjects`."""
+    def name(claim: Claim) -> str:
+        words = [w for w in re.findall(r"[\w.]+", claim.subject) if _fold(w).strip(".") not in _TITLES]
+        return _fold(" ".join(words)) if words and all(w[:1].isupper() or w[:1].isdigit() for w in words) else ""
+    subject = name(a)
+    return bool(subject) and subject == name(b)
 
 
 def _share_a_name(a: dict[str, str], b: dict[str, str], title_a: str = "", title_b: str = "") -> bool:
@@ -2486,7 +2503,7 @@ def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, st
         return out
     rows = db.sql(
         "SELECT e.head, n.name, json_extract_string(o.data, '$.entity_kind') FROM edges e "
-        "JOIN names n ON n.object_id = e.tail AND n.type = 'entity' LEFT JOIN objects o ON o.id = n.object_id "
+        "JOIN names n ON n.object_id = e.tail AND n.type IN ('entity', 'canonical_entity') LEFT JOIN objects o ON o.id = n.object_id "
         "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
     for head, name, kind in rows:
         if len(name) >= 3 and not name.isdigit():
@@ -2502,7 +2519,8 @@ def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dic
     if not all_names:
         return out, names_by_claim
     fan = db.sql(
-        "WITH refs AS (SELECT n.name, n.type, e.head FROM names n JOIN edges e ON e.tail = n.object_id "
+        "WITH refs AS (SELECT n.name, replace(n.type, 'canonical_', '') AS type, e.head FROM names n "
+        "              JOIN edges e ON e.tail = n.object_id "
         "              AND e.edge_type = 'references' WHERE n.name IN (SELECT unnest(?))), "
         "     counts AS (SELECT name, type, count(*) AS c FROM refs GROUP BY name, type) "
         "SELECT r.name, r.head FROM refs r JOIN counts USING (name, type) "
@@ -2555,12 +2573,15 @@ def _title_of(claim: Claim, sources: dict) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
 
 
+_HONORIFIC = re.compile(r"^(?:(?:Dr|Mr|Mrs|Ms|Prof|Sir|Dame)\.?\s+)+")
+
+
 def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
     """The two statements as judged, from (statement with its pronoun resolved, document title) each: the
     documents' titles, which name their subjects, become one opaque proper name, so that a title that
     reads like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
     (ta, title_a), (tb, title_b) = a, b
-    for title in {title_a, title_b}:
+    for title in {_HONORIFIC.sub("", title_a), _HONORIFIC.sub("", title_b)}:  # "Dr. Mara Okafor" is "Mara Okafor"
         if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
             continue
         pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])(?!\s+[A-Z])")
@@ -2575,7 +2596,7 @@ def _replace_title(pattern: re.Pattern, name: str, text: str) -> str:
     Kevin Hennessy (a capitalised word before it, other than a determiner, extends the name)."""
     def swap(m: re.Match) -> str:
         before = re.search(r"([A-Z][\w'’.-]*)\s+$", text[:m.start()])
-        if before and before.group(1).lower() not in ("the", "a", "an", "in", "on", "at", "by", "for", "from",
+        if before and before.group(1).lower().rstrip(".") not in ("dr", "mr", "mrs", "ms", "prof", "sir", "the", "a", "an", "in", "on", "at", "by", "for", "from",
                                                       "with", "of", "to", "and", "but", "when", "after", "before",
                                                       "since", "during", "while", "as", "its", "his", "her"):
             return m.group(0)
