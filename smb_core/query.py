@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from smb_core import model as _model
 from smb_core.bank import Bank, LayerZeroImmutableError
+from smb_core.evolve.confidence import propagate_disputes
 from smb_core.model import (
     Contradiction, Edge, EdgeType, MemoryObject, ModelError, NodeType, SourceDocument, SourceSpan, Status,
 )
@@ -54,7 +55,8 @@ class Hit(BaseModel):
         text = self.object.text()
         return {
             "id": self.object.id, "type": self.object.type.value, "title": self.object.title, "text": text,
-            "score": round(self.score, 6),
+            "score": round(self.score, 6), "confidence": self.object.confidence,
+            "disputed": self.disputed, "disputed_by": self.object.disputed_by,
             "source": self.source.model_dump(mode="json") if self.source else None,
             "paths": self.paths,
             "contradictions": [
@@ -212,6 +214,8 @@ class MemoryBank:
             raise LayerZeroImmutableError("layer 0 is written only by ingestion")
         obj.run_id = obj.run_id or self._run_id()
         self._bank.write([obj], run_id=obj.run_id)
+        if isinstance(obj, Contradiction):
+            propagate_disputes(self._bank)
         return obj
 
     def update(self, object_id: str, **fields: Any) -> MemoryObject:
@@ -228,7 +232,19 @@ class MemoryBank:
         except ValidationError as exc:
             raise ModelError(f"invalid update of {object_id}: {exc}") from None
         self._bank.update_objects([updated], reembed=updated.text() != current.text())
+        if isinstance(updated, Contradiction) and updated.resolution != current.resolution:
+            propagate_disputes(self._bank)  # flags follow the contradiction's lifecycle at once
         return updated
+
+    def resolve(self, contradiction_id: str, resolution: str, explanation: str) -> Contradiction:
+        """Settle a contradiction as 'explained' or 'superseded' (or reopen it with 'open'). It stays in
+        the bank for good; the dispute flags it put on derived objects are cleared (or set again)."""
+        current = self.get(contradiction_id)
+        if not isinstance(current, Contradiction):
+            raise ModelError(f"{contradiction_id} is not a contradiction")
+        if resolution not in ("open", "explained", "superseded"):
+            raise ModelError(f"unknown resolution {resolution!r}; allowed: open, explained, superseded")
+        return self.update(contradiction_id, resolution=resolution, explanation=explanation)
 
     def link(self, a: str, b: str, edge_type: str | EdgeType, weight: float = 1.0) -> Edge:
         """Add a typed edge between two existing objects."""

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(60.0, description="How long a reader or writer waits for the bank lock.")
     evolution_interval_seconds: int = Field(3600, description="Seconds between scheduled evolution cycles.")
     evolution_min_new_docs: int = Field(20, description="New documents that trigger an evolution cycle early.")
+    confidence_half_life_days: float = Field(
+        365.0, description="Confidence halves after this many days without new independent sources (0: no decay).")
+    confidence_floor: float = Field(0.05, description="Objects whose decayed confidence falls below this are deprecated.")
 
 
 @lru_cache(maxsize=1)

@@ -1,11 +1,12 @@
-"""Layer 3 for one cycle: contradictions between claims (each with a research question) and insights."""
+"""Layer 3 for one cycle: contradictions between claims (each with a research question), insights, and
+confidence upkeep: reinforcement by new independent sources, decay, and dispute flags (see `confidence`)."""
 
 from __future__ import annotations
 
 import json
 
 from smb_core.bank import Bank
-from smb_core.evolve import communities
+from smb_core.evolve import communities, confidence
 from smb_core.evolve.contradictions import find_contradictions
 from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids, retire_stale
 from smb_core.model import Edge, EdgeType, Insight, stable_id
@@ -19,13 +20,18 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     insights, edges = bridge_insights(bank, cycle)
     bank.write(insights, edges, run_id=cycle.run_id)
     retire_stale(bank, cycle, "insight", insights, kind="bridge_entity")
+    supports = confidence.reinforce(bank, cycle)
+    decayed = confidence.deprecate_decayed(bank, cycle)
+    disputed, cleared = confidence.propagate_disputes(bank)
     with bank.reading() as db:
         total = db.sql("SELECT count(*) FROM objects WHERE type = 'contradiction'")[0][0]
     with bank.writing() as db:
-        db.con.execute("UPDATE cycles SET finished = now(), counts = ? WHERE key = ?",
+        db.con.execute("UPDATE cycles SET counts = ? WHERE key = ?",
                        [json.dumps({"contradictions_total": total}), cycle.key])
     result.counts = {"new_claims": len(claims), "contradictions_new": len(found.contradictions),
-                     "contradictions_total": total, "questions": len(found.questions), "insights": len(insights)}
+                     "contradictions_total": total, "questions": len(found.questions), "insights": len(insights),
+                     "supporting_restatements": len(supports), "deprecated_by_decay": len(decayed),
+                     "newly_disputed": disputed, "disputes_cleared": cleared}
     result.summary += [f"- contradiction: {c.title}" for c in found.contradictions[:10]]
     result.summary += [f"- insight: {i.title}" for i in insights[:10]]
     return result

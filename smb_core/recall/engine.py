@@ -241,7 +241,7 @@ class RecallEngine:
         objects = db.get_objects([i for i, _ in scored])
         source_ids = sorted({s for o in objects.values() for s in o.source_ids})
         sources = {d.id: d for d in db._sources("WHERE id IN (SELECT unnest(?))", [source_ids])}
-        contradictions = self._contradictions(db, list(objects))
+        contradictions = self._contradictions(db, objects)
         hits = []
         for object_id, score in scored:
             obj = objects.get(object_id)
@@ -261,19 +261,20 @@ class RecallEngine:
                             contradictions=contradictions.get(object_id, [])))
         return hits
 
-    def _contradictions(self, db: MetadataStore, object_ids: list[str]) -> dict[str, list]:
-        """Contradiction objects that name any of these objects as one of their sides."""
+    def _contradictions(self, db: MetadataStore, objects: dict) -> dict[str, list]:
+        """Contradictions that name an object as one of their sides, or that dispute something the
+        object derives from (its `disputed_by`, kept up to date by `smb_core.evolve.confidence`)."""
         from smb_core.model import Contradiction
 
+        object_ids = list(objects)
+        disputing = sorted({c for o in objects.values() for c in o.disputed_by})
         rows = db.sql(
             "SELECT data FROM objects WHERE type = 'contradiction' AND "
-            "list_has_any(derived_from, ?::VARCHAR[])",
-            [object_ids],
+            "(list_has_any(derived_from, ?::VARCHAR[]) OR id IN (SELECT unnest(?::VARCHAR[])))",
+            [object_ids, disputing],
         )
+        found = [Contradiction.model_validate_json(data) for (data,) in rows]
         out: dict[str, list] = defaultdict(list)
-        for (data,) in rows:
-            contradiction = Contradiction.model_validate_json(data)
-            for claim_id in contradiction.claim_ids:
-                if claim_id in object_ids:
-                    out[claim_id].append(contradiction)
+        for object_id, obj in objects.items():
+            out[object_id] = [c for c in found if object_id in c.claim_ids or c.id in obj.disputed_by]
         return out

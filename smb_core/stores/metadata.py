@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS merges (
     cycle VARCHAR, survivor VARCHAR NOT NULL, member VARCHAR NOT NULL, score DOUBLE, signals JSON,
     redirected_edges JSON, undone BOOLEAN DEFAULT false, recorded_at TIMESTAMPTZ DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS reinforcements (
+    object_id VARCHAR NOT NULL, cycle VARCHAR NOT NULL, new_sources INTEGER, before DOUBLE, after DOUBLE,
+    recorded_at TIMESTAMPTZ DEFAULT now(), PRIMARY KEY (object_id, cycle)
+);
 CREATE TABLE IF NOT EXISTS doc_names (name VARCHAR NOT NULL, source_id VARCHAR NOT NULL, weight DOUBLE NOT NULL);
 CREATE INDEX IF NOT EXISTS doc_names_name ON doc_names (name);
 CREATE INDEX IF NOT EXISTS doc_names_source ON doc_names (source_id);

@@ -1,0 +1,102 @@
+"""Confidence over time on a real bank: decay to deprecation, reinforcement by independent sources,
+and dispute flags that follow a contradiction through everything derived from its claims."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from smb_core.bank import Bank
+from smb_core.corpus import scan
+from smb_core.evolve import confidence
+from smb_core.evolve.cycle import finish_cycle, open_cycle
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.model import Claim, Contradiction, Narrative, Status, Synthesis, stable_id, utcnow
+from smb_core.query import MemoryBank
+from smb_core.settings import Settings
+from tests.conftest import write_doc
+
+
+def _claim(name: str, text: str, **fields) -> Claim:
+    return Claim(id=stable_id("clm", name), title=text, statement=text, source_ids=["src-x"], **fields)
+
+
+def test_confidence_halves_every_half_life_and_contradictions_never_decay() -> None:
+    now = utcnow()
+    claim = _claim("a", "Lumen Labs was founded in 2017.", confidence=0.8, reinforced_at=now - timedelta(days=60))
+    assert confidence.effective_confidence(claim, 30, now) == pytest.approx(0.2)
+    assert confidence.effective_confidence(claim, 0, now) == 0.8  # half-life 0 turns decay off
+    ctr = Contradiction(id="ctr-1", title="t", claim_ids=["a", "b"], confidence=0.8, created=now - timedelta(days=900))
+    assert confidence.effective_confidence(ctr, 30, now) == 0.8
+
+
+def test_knowledge_without_new_sources_is_deprecated_not_deleted(tmp_path: Path) -> None:
+    bank = Bank(settings=Settings(memory_bank_dir=tmp_path / "bank", confidence_half_life_days=30,
+                                  confidence_floor=0.05))
+    bank.init()
+    old = _claim("old", "Lumen Labs had 12 employees.", confidence=0.6, reinforced_at=utcnow() - timedelta(days=150))
+    recent = _claim("recent", "Lumen Labs has 80 employees.", confidence=0.6,
+                    reinforced_at=utcnow() - timedelta(days=60))
+    bank.write([old, recent])
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    assert confidence.deprecate_decayed(bank, cycle) == [old.id]  # 0.6/32 < 0.05 <= 0.6/4
+    with bank.reading() as db:
+        found = db.get_objects([old.id, recent.id])
+    assert found[old.id].status == Status.DEPRECATED and "decayed below 0.05" in found[old.id].status_reason
+    assert found[recent.id].status == Status.ACTIVE
+    assert (bank.root / found[old.id].path()).exists()
+    assert confidence.deprecate_decayed(bank, cycle) == []  # already marked
+
+
+def _ingest(bank: Bank, corpus: Path) -> None:
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="test")
+    extract_sources(bank, [o.source_id for o in outcomes if o.source_id], get_extractor(bank.settings))
+
+
+def test_a_restatement_in_another_document_reinforces_once(bank: Bank, settings) -> None:
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "history.md", "# History\n\nThe Orvieto Observatory was founded in 1874 by the town council.\n")
+    _ingest(bank, corpus)
+    finish_cycle(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        original = db.list_objects(type="claim", limit=10)[0]
+    write_doc(corpus, "guide.md", "# Guide\n\nThe Orvieto Observatory was founded by the town council in 1874.\n")
+    write_doc(corpus, "rival.md", "# Rival account\n\nThe Orvieto Observatory was founded in 1881 by the town council.\n")
+    _ingest(bank, corpus)
+    cycle = open_cycle(bank, "cycle-00002", "run-2")
+    supports = confidence.reinforce(bank, cycle)
+    with bank.reading() as db:
+        texts = dict(db.sql("SELECT id, text FROM objects WHERE type = 'claim'"))
+        after = db.get_object(original.id)
+    assert [(texts[e.head], e.tail) for e in supports] == [
+        ("The Orvieto Observatory was founded by the town council in 1874.", original.id)]  # 1881 supports nothing
+    assert after.confidence > original.confidence and after.reinforced_at is not None
+    confidence.reinforce(bank, open_cycle(bank, "cycle-00002", "run-2-again"))
+    with bank.reading() as db:
+        assert db.get_object(original.id).confidence == after.confidence  # a re-run cycle reinforces nothing twice
+
+
+def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> None:
+    settings = Settings(memory_bank_dir=tmp_path / "bank")
+    with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
+        a = _claim("a", "The Orvieto Observatory was founded in 1874.")
+        b = _claim("b", "The Orvieto Observatory was founded in 1881.")
+        c = _claim("c", "The Orvieto Observatory has a 40 cm refractor.")
+        synthesis = Synthesis(id="syn-1", title="The Orvieto Observatory", derived_from=[a.id, c.id])
+        story = Narrative(id="nar-1", title="How the observatory grew", derived_from=[synthesis.id])
+        unrelated = Synthesis(id="syn-2", title="Telescopes", derived_from=[c.id])
+        for obj in (a, b, c, synthesis, story, unrelated):
+            bank.create(obj)
+        ctr = bank.create(Contradiction(id="ctr-1", title="founding year", claim_ids=[a.id, b.id],
+                                        derived_from=[a.id, b.id], attribute="date"))
+        flagged = {o.id: o.disputed_by for o in (bank.get(i) for i in (a.id, b.id, c.id, "syn-1", "nar-1", "syn-2"))}
+        hit = next(h for h in bank.recall("How did the Orvieto Observatory grow?", k=20) if h.object.id == "nar-1")
+        assert hit.disputed and [x.id for x in hit.contradictions] == [ctr.id]
+        assert hit.as_json()["disputed_by"] == [ctr.id]
+        bank.resolve(ctr.id, "explained", "1874 is the charter, 1881 the opening.")
+        cleared = [bank.get(i).disputed_by for i in (a.id, b.id, "syn-1", "nar-1")]
+        assert bank.get(ctr.id).resolution == "explained"  # kept, never deleted
+    assert flagged == {a.id: [ctr.id], b.id: [ctr.id], c.id: [], "syn-1": [ctr.id], "nar-1": [ctr.id], "syn-2": []}
+    assert cleared == [[], [], [], []]
