@@ -69,6 +69,12 @@ def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
         return Cycle(key, run_id, [r[0] for r in rows], number)
 
 
+def finish_cycle(bank: Bank, cycle: Cycle) -> None:
+    """Mark the cycle done (after its last layer): the next cycle takes the documents ingested since."""
+    with bank.writing() as db:
+        db.con.execute("UPDATE cycles SET finished = ? WHERE key = ?", [utcnow(), cycle.key])
+
+
 def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str]:
     """Active objects of the given types extracted from the documents this cycle consumed."""
     if not cycle.source_ids:
