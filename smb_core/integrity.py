@@ -90,3 +90,50 @@ def contradiction_counts(bank: Bank) -> list[tuple[str, int]]:
     with bank.reading() as db:
         return db.sql("SELECT key, CAST(json_extract(counts, '$.contradictions_total') AS INTEGER) FROM cycles "
                       "WHERE counts IS NOT NULL ORDER BY number")
+
+
+def unresolved_citations(bank: Bank, limit: int = 50) -> list[str]:
+    """Citations in active layer 4-6 objects (statements, timeline events, agenda items, plan steps)
+    that name an object or a source span that does not exist."""
+    with bank.reading() as db:
+        rows = db.sql(
+            """
+            WITH cited AS (
+                SELECT o.id AS owner, s.cite AS ref FROM objects o,
+                     unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].object_id'), '["VARCHAR"]'), [])
+                            || coalesce(from_json(json_extract(o.data, '$.events[*].object_id'), '["VARCHAR"]'), [])
+                            || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
+                            || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
+                                                          '[["VARCHAR"]]')), [])) AS s(cite)
+                WHERE o.layer >= 4 AND o.status = 'active'
+                UNION ALL
+                SELECT o.id, 'source ' || s.src FROM objects o,
+                     unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
+                            || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'),
+                                        [])) AS s(src)
+                WHERE o.layer >= 4 AND o.status = 'active'
+            )
+            SELECT owner || ' cites ' || ref FROM cited
+            WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM objects)
+              AND ref NOT IN (SELECT 'source ' || id FROM sources)
+            LIMIT ?
+            """, [limit])
+    return [r[0] for r in rows]
+
+
+def thinly_derived(bank: Bank, limit: int = 50) -> list[str]:
+    """Active layer-4 objects that derive from fewer than two objects: a synthesis or abstraction must
+    rest on at least two things a reader can check."""
+    with bank.reading() as db:
+        rows = db.sql("SELECT id || ' derives from ' || len(derived_from) || ' id(s)' FROM objects "
+                      "WHERE layer = 4 AND status = 'active' AND len(derived_from) < 2 ORDER BY id LIMIT ?", [limit])
+    return [r[0] for r in rows]
+
+
+def dispute_flag_mismatches(bank: Bank, limit: int = 50) -> list[str]:
+    """Objects whose `disputed_by` differs from what the open contradictions imply."""
+    from smb_core.evolve.confidence import dispute_map, flagged_now
+
+    wanted, current = dispute_map(bank), flagged_now(bank)
+    wrong = sorted(i for i in wanted.keys() | current.keys() if wanted.get(i, []) != current.get(i, []))
+    return [f"{i}: flagged by {current.get(i, [])}, open contradictions imply {wanted.get(i, [])}" for i in wrong[:limit]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
-from smb_core.model import Edge, EdgeType, MemoryObject, Status, utcnow
+from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
 
 
 @dataclass
@@ -108,4 +108,6 @@ def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject
             edges.append(Edge.between(old.id, overlap[1], EdgeType.EVOLVES_INTO))
     bank.update_objects(stale)
     bank.add_edges(edges, run_id=cycle.run_id)
+    # a superseded relationship stops being an edge of the graph (its file and row remain)
+    bank.remove_edges([(o.head, o.tail, o.id) for o in stale if isinstance(o, Relationship)])
     return len(stale)

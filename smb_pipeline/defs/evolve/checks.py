@@ -1,8 +1,12 @@
-"""Checks on layers 2-3: contradictions never disappear, no dangling ids, merges resolve."""
+"""Checks on layers 2-6: contradictions never disappear, no dangling ids, merges resolve, every
+citation resolves, layer 4 rests on at least two objects, dispute flags match open contradictions."""
 
 import dagster as dg
 
-from smb_core.integrity import contradiction_counts, dangling_references, unresolved_merges
+from smb_core.integrity import (
+    contradiction_counts, dangling_references, dispute_flag_mismatches, thinly_derived, unresolved_citations,
+    unresolved_merges,
+)
 from smb_pipeline.defs.evolve import assets
 from smb_pipeline.defs.ingest.checks import _result
 from smb_pipeline.defs.resources import MemoryBankResource
@@ -26,3 +30,27 @@ def no_dangling_ids(bank: MemoryBankResource) -> dg.AssetCheckResult:
 def merged_objects_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
     """Every merged object points to an active canonical object."""
     return _result(unresolved_merges(bank.open()), 1, "merges")
+
+
+@dg.asset_check(asset=assets.synthetic)
+def layer4_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Every statement of a synthesis cites an object (and source span) that exists."""
+    return _result(unresolved_citations(bank.open()), 1, "citations")
+
+
+@dg.asset_check(asset=assets.synthetic)
+def layer4_derives_from_two_or_more(bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Every active layer-4 object has at least two `derived_from` ids."""
+    return _result(thinly_derived(bank.open()), 1, "layer-4 objects")
+
+
+@dg.asset_check(asset=assets.executive)
+def layers_5_6_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Timelines, narratives, agenda items and plan steps cite objects that exist."""
+    return _result(unresolved_citations(bank.open()), 1, "citations")
+
+
+@dg.asset_check(asset=assets.executive)
+def dispute_flags_match_open_contradictions(bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Objects flagged as disputed are exactly those an open contradiction reaches through `derived_from`."""
+    return _result(dispute_flag_mismatches(bank.open()), 1, "dispute flags")
