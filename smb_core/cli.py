@@ -90,6 +90,15 @@ def cmd_contradictions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resolve(args: argparse.Namespace) -> int:
+    from smb_core.query import MemoryBank
+
+    with MemoryBank.open(_settings(args).memory_bank_dir, read_only=False, agent=args.agent) as bank:
+        contradiction = bank.resolve(args.id, args.resolution, args.because)
+    print(f"{contradiction.id}: {contradiction.resolution} ({contradiction.explanation})")
+    return 0
+
+
 def _bank(settings: Settings):
     from smb_core.bank import Bank
 
@@ -171,9 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ui", cmd_ui, "open the Dagster UI on this bank's runs")
     p.add_argument("--source", help="corpus folder the sensor watches")
     p.add_argument("--port", type=int, default=3000)
-    add("evolve", cmd_evolve, "run one evolution cycle through Dagster (layers 2-3)")
+    add("evolve", cmd_evolve, "run one evolution cycle through Dagster (layers 2-6)")
     p = add("contradictions", cmd_contradictions, "list contradictions with both sides and their sources")
     p.add_argument("--json", action="store_true")
+    p = add("resolve", cmd_resolve, "settle a contradiction (it is kept; the dispute flags it caused clear)")
+    p.add_argument("id", help="contradiction id (ctr-...)")
+    p.add_argument("--as", dest="resolution", choices=["explained", "superseded", "open"], required=True)
+    p.add_argument("--because", required=True, help="the explanation recorded with the resolution")
+    p.add_argument("--agent", default="cli", help="name recorded as the resolution's author")
     p = add("recall", cmd_recall, "hybrid recall: lexical + vector + knowledge graph")
     p.add_argument("question")
     p.add_argument("--k", type=int, default=8)
@@ -191,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from smb_core.corpus import DocumentError
     from smb_core.locking import BankBusyError
+    from smb_core.model import ModelError
 
     try:
         return args.handler(args)
-    except (BankBusyError, DocumentError, FileNotFoundError) as exc:
+    except (BankBusyError, DocumentError, FileNotFoundError, ModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

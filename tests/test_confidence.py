@@ -100,3 +100,21 @@ def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> 
         assert bank.get(ctr.id).resolution == "explained"  # kept, never deleted
     assert flagged == {a.id: [ctr.id], b.id: [ctr.id], c.id: [], "syn-1": [ctr.id], "nar-1": [ctr.id], "syn-2": []}
     assert cleared == [[], [], [], []]
+
+
+def test_cli_resolve_clears_flags_and_rejects_what_is_not_a_contradiction(tmp_path: Path, capsys) -> None:
+    from smb_core.cli import main
+
+    settings = Settings(memory_bank_dir=tmp_path / "bank")
+    with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
+        a, b = _claim("a", "The logo is blue."), _claim("b", "The logo is green.")
+        bank.create(a)
+        bank.create(b)
+        bank.create(Contradiction(id="ctr-logo", title="logo colour", claim_ids=[a.id, b.id], derived_from=[a.id, b.id]))
+        assert bank.get(a.id).disputed_by == ["ctr-logo"]
+    bank_dir = str(settings.memory_bank_dir)
+    assert main(["resolve", a.id, "--as", "explained", "--because", "x", "--bank", bank_dir]) == 1
+    assert f"{a.id} is not a contradiction" in capsys.readouterr().err
+    assert main(["resolve", "ctr-logo", "--as", "superseded", "--because", "rebranded in 2020", "--bank", bank_dir]) == 0
+    with MemoryBank.open(settings.memory_bank_dir, settings=settings) as bank:
+        assert bank.get(a.id).disputed_by == [] and bank.get("ctr-logo").resolution == "superseded"
