@@ -27,14 +27,16 @@ from smb_core.evolve import communities
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import DiscoveredRelationship, EdgeType, stable_id
 
-MAX_PER_CYCLE = 100
+MAX_PER_CYCLE = 50
 #: A bridge named with more nodes than this explains nothing (a hub such as the company itself).
 MAX_BRIDGE_DEGREE = 40
 #: Neighbours followed per node and per bridge (strongest first): bounds the work per node.
 FANOUT = 25
 #: Candidates kept per endpoint, so one busy node cannot take the whole budget.
 PER_NODE = 3
-MIN_SCORE = 0.3
+#: Adamic-Adar score to keep: two shared neighbours, or one bridge named with at most about six things
+#: (1 / ln 6 = 0.56); a single bridge of a busy node is a coincidence, not a relationship.
+MIN_SCORE = 0.55
 _NUMERIC = re.compile(r"^[\d\s.,:/-]+$")
 
 
@@ -48,11 +50,13 @@ class Node:
 
     @property
     def endpoint(self) -> bool:
-        """Named things worth relating: entities (not dates or numbers) and multi-word concepts. A single
-        common noun ("company", "team") is named with everything and relates nothing in particular."""
+        """Named things worth relating: entities (not dates or numbers) and multi-word concepts that
+        several documents name (canonical). A single common noun ("company", "team") or a phrase of one
+        document ("long time", "single goal") is named with everything and relates nothing in particular."""
         if self.kind == "date" or _NUMERIC.match(self.title):
             return False
-        return self.type in ("entity", "canonical_entity") or len(self.title.split()) > 1
+        return self.type in ("entity", "canonical_entity") or (
+            self.type == "canonical_concept" and len(self.title.split()) > 1)
 
 
 def _nodes(bank: Bank, ids: list[str]) -> dict[str, Node]:
