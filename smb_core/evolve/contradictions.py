@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from smb_core.evolve import llm_judge
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 
 
@@ -2388,11 +2389,17 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     judged once, in canonical order. Existing contradictions (same deterministic id) are kept as they
     are: never rewritten, deleted or downgraded. Claims are read in chunks, each in its own short read
     session; judging happens outside the lock.
+
+    With an LLM configured (`settings.llm == "ollama"`), the LLM judges the same candidate pairs too, in
+    batches and within a per-cycle budget (`llm_judge`): its verdict decides where it answers, since it
+    reads the sentences the rules only parse; where it does not (error, budget spent) the rules' verdict
+    stands. Each contradiction is then tagged `judge:llm` or `judge:rules`.
     """
     result = ContradictionResult()
     ids = list(dict.fromkeys(claim_ids))
     seen: set[tuple[str, str]] = set()
     own: dict[str, tuple[str, str]] = {}  # claim id -> (statement as judged, its document's title)
+    llm = llm_judge.LLMJudge(bank.settings) if llm_judge.enabled(bank.settings) else None
     for start in range(0, len(ids), chunk):
         todo, sources, ctr_ids = _candidate_pairs(bank, ids[start:start + chunk], k, seen)
         for c in {c.id: c for pair in todo for c in pair}.values():
@@ -2400,11 +2407,17 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
                 own[c.id] = (_judged_text(c, sources), _title_of(c, sources))
         texts = [_judged_pair(own[a.id], own[b.id]) for a, b in todo]
         _analyse_many(t for pair in texts for t in pair)
-        for (a, b), (text_a, text_b) in zip(todo, texts):
+        llm_verdicts = llm.contradictions([(own[a.id], own[b.id]) for a, b in todo]) if llm else [None] * len(todo)
+        for (a, b), (text_a, text_b), judged in zip(todo, texts, llm_verdicts):
             result.pairs_judged += 1
-            verdict = judge(text_a, text_b)
+            verdict, by = judge(text_a, text_b), "rules"
+            if judged is not None and judged.answer is not None:
+                found, by = judged.answer.as_verdict(), "llm"
+                verdict = Verdict(*found) if found else None
             if verdict is not None:
                 _add(result, a, b, verdict, ctr_ids[(a.id, b.id)], sources, run_id)
+                if llm is not None:
+                    result.contradictions[-1].tags.append(f"judge:{by}")
     return result
 
 

@@ -4,9 +4,9 @@ Candidates are found without comparing all pairs: blocking keys (normalised name
 parenthesised qualifier or honorific, acronym) looked up in SQL, plus the nearest neighbours of each
 new object's vector in Chroma. A pair is merged on several signals: name similarity, vector
 similarity, compatible kind (a person is never merged with a place: homonyms stay apart) and shared
-neighbours. Members keep their layer-1 files, get status `merged` and a pointer to the canonical
-object; their edges are redirected to it; every merge is recorded in the `merges` table so that
-`undo_merge` can restore it.
+neighbours; with an LLM configured, the LLM decides the borderline pairs (`is_borderline`). Members
+keep their layer-1 files, get status `merged` and a pointer to the canonical object; their edges are
+redirected to it; every merge is recorded in the `merges` table so that `undo_merge` can restore it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
+from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
 from smb_core.model import (
@@ -28,6 +29,11 @@ NAME_SIMILAR = 0.88
 VECTOR_SIMILAR = 0.86
 CONTEXT_SIMILAR = 0.5
 ANN_NEIGHBOURS = 8
+#: How far the similarity signals (cosines and name ratios, 0..1) may move before a pair counts as
+#: borderline. Half the +0.1 the rule itself asks of context to call a kind conflict clearly overruled;
+#: on names it puts a lone surname (0.90, "Okafor" ~ "Mara Okafor") inside the band and a full token
+#: match (0.95) outside it, and on vectors it covers cosines 0.81-0.91 around VECTOR_SIMILAR.
+BORDERLINE = 0.05
 
 
 @dataclass
@@ -65,6 +71,16 @@ def decide(names: float, vector: float, context: float, shared: int, multiword: 
     if names == 1.0:
         return multiword or agreeing_context
     return names >= NAME_SIMILAR and (vector >= VECTOR_SIMILAR or agreeing_context)
+
+
+def is_borderline(names: float, vector: float, context: float, shared: int, multiword: bool, conflict: bool) -> bool:
+    """Whether `decide` changes its answer when the similarity signals move by BORDERLINE either way:
+    then the rule is too close to call, and an LLM (when configured) decides. A name similarity of 1.0
+    is a blocking-key match, not a measurement, so it does not move; counts and kinds do not either."""
+    def at(delta: float) -> bool:
+        moved = names if names == 1.0 else min(names + delta, 0.999)
+        return decide(moved, vector + delta, context + delta, shared, multiword, conflict)
+    return at(-BORDERLINE) != at(BORDERLINE)
 
 
 def name_similarity(a: str, b: str) -> float:
@@ -115,6 +131,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
     """Pairs (a, b, score, signals) of layer-1 objects that name the same thing."""
     if not new_ids:
         return []
+    llm = llm_judge.enabled(bank.settings)
+    name_floor = NAME_SIMILAR - BORDERLINE if llm else NAME_SIMILAR  # the LLM also sees names just below
     with bank.reading() as db:
         new = db.get_objects(new_ids)
         keys = {oid: partner_keys(blocking_keys(o.title) | {k for a in getattr(o, "aliases", [])
@@ -155,7 +173,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
             names = name_similarity(a.title, b.title)
-            if names < NAME_SIMILAR:
+            if names < name_floor:
                 continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
@@ -166,16 +184,39 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
                  if decide(x[2], x[3], 0.0, *x[4:]) != decide(x[2], x[3], 1.0, *x[4:])]
     described = sorted({o.id: o for x in undecided for o in x[:2] if o.description}.values(), key=lambda o: o.id)
     contexts = dict(zip([o.id for o in described], bank.embedder.embed([o.description for o in described])))
-    pairs = []
+    pairs, borderline = [], {}
     for a, b, names, cosine, shared, multiword, conflict in scored:
         ctx = float(contexts[a.id] @ contexts[b.id]) if a.id in contexts and b.id in contexts else 0.0
-        if decide(names, cosine, ctx, shared, multiword, conflict):
+        signals = (names, cosine, ctx, shared, multiword, conflict)
+        accepted = decide(*signals)
+        if accepted or llm:
             score = 0.4 * names + 0.3 * cosine + 0.2 * ctx + 0.1 * min(shared, 3) / 3
             pair = tuple(sorted((a.id, b.id)))
-            pairs.append((*pair, round(score, 4), {"name": round(names, 3), "vector": round(cosine, 3),
-                                                  "context": round(ctx, 3), "shared_neighbours": shared}))
+            row = (*pair, round(score, 4), {"name": round(names, 3), "vector": round(cosine, 3),
+                                            "context": round(ctx, 3), "shared_neighbours": shared})
+            if llm and is_borderline(*signals):
+                borderline[pair] = (a, b, accepted, row)
+            elif accepted:
+                pairs.append(row)
+    if borderline:
+        pairs += _confirm(bank, [borderline[key] for key in sorted(borderline)])
     unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
     return [unique[key] for key in sorted(unique)]
+
+
+def _confirm(bank: Bank, borderline: list[tuple]) -> list[tuple[str, str, float, dict]]:
+    """The borderline pairs the LLM says are one thing; where it gives no answer, the rule's decision.
+    Who decided goes into the pair's signals, which the `merges` table keeps for audit."""
+    verdicts = llm_judge.LLMJudge(bank.settings).same_things([(a, b) for a, b, _, _ in borderline])
+    accepted = []
+    for (_, _, rule, (a_id, b_id, score, signals)), judged in zip(borderline, verdicts):
+        if judged.answer is not None:
+            same, audit = judged.answer.same, {"judge": "llm", "llm_reason": judged.answer.reason}
+        else:
+            same, audit = rule, {"judge": "rule", "llm_error": judged.error}
+        if same:
+            accepted.append((a_id, b_id, score, {**signals, **audit}))
+    return accepted
 
 
 def _groups(pairs: list[tuple[str, str, float, dict]]) -> list[set[str]]:
