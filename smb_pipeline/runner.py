@@ -38,8 +38,9 @@ def use_compact_planned_events() -> None:
 
 
 def dagster_home(bank_dir: Path) -> Path:
-    """`<bank>/.dagster`, created with an instance config on first use."""
-    home = Path(bank_dir).resolve() / ".dagster"
+    """`$DAGSTER_HOME` when it is set (e.g. an instance shared by several machines on PostgreSQL, see
+    deploy/dagster-postgres.yaml), else `<bank>/.dagster`; given smb's instance config if it has none."""
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(bank_dir).resolve() / ".dagster")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
