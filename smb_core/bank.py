@@ -279,6 +279,7 @@ class Bank:
                 rows = db.sql("SELECT id, file_path, graph_node_id FROM objects WHERE id IN (SELECT unnest(?))",
                               [list(object_ids)])
             ids = [r[0] for r in rows]
+            found = set(ids)
             graph = self.graph.ensure_loaded()
             missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
             missing_nodes = [r[0] for r in rows if r[2] and not graph.has_node(r[2])]
@@ -290,7 +291,7 @@ class Bank:
                 "missing_markdown": missing_files[:20],
                 "missing_vectors": missing_vectors[:20],
                 "missing_graph_nodes": missing_nodes[:20],
-                "missing_rows": [i for i in (object_ids or []) if i not in set(ids)][:20],
+                "missing_rows": [i for i in (object_ids or []) if i not in found][:20],
             }
             if object_ids is None:
                 report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
