@@ -159,5 +159,6 @@ def test_cli_recall_json(bank_dir: Path, capsys) -> None:
     assert set(documents[0]) == {"id", "path", "title", "score"}
     assert smb(["recall", "Who designed the Aurora index?", "--bank", str(bank_dir), "--json", "--k", "3"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert set(hits[0]) == {"id", "type", "title", "text", "score", "source", "paths", "contradictions"}
+    assert set(hits[0]) == {"id", "type", "title", "text", "score", "confidence", "source", "paths", "contradictions",
+                            "disputed", "disputed_by"}
     assert set(hits[0]["source"]) == {"id", "path", "title", "span"}

@@ -14,7 +14,7 @@ LAYER_FOLDERS: dict[int, list[str]] = {
     1: ["concepts", "claims", "entities", "relationships"],
     2: ["entities", "concepts", "clusters", "communities", "taxonomy"],
     3: ["insights", "contradictions", "questions"],
-    4: ["syntheses", "abstractions"],
+    4: ["syntheses", "abstractions", "relationships"],
     5: ["narratives", "timelines", "evolution"],
     6: ["agendas", "plans"],
 }
