@@ -216,6 +216,16 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
         events = [r.event_log_entry.dagster_event for r in instance.get_records_for_run(report.run_ids[0]).records]
         checks = [e for e in events if e is not None and e.event_type_value == "ASSET_CHECK_EVALUATION"]
         assert checks and all(e.event_specific_data.passed for e in checks)
+        assert {e.event_specific_data.check_name for e in checks} >= {
+            "layer4_citations_resolve", "dispute_flags_match_open_contradictions"}
+        with bank.reading() as db:
+            layers = dict(db.sql("SELECT layer, count(*) FROM objects WHERE status = 'active' GROUP BY layer"))
+        assert all(layers.get(layer, 0) > 0 for layer in range(1, 7)), layers
+        digests = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata["summary"].value
+                   for e in events if e is not None and e.event_type_value == "ASSET_MATERIALIZATION"}
+        assert set(digests) == {"semantic", "reflective", "synthetic", "narrative", "executive"}
+        first_file = digests["synthetic"].split("](file://", 1)[1].split(")", 1)[0]
+        assert Path(first_file).is_file()
         job = __import__("smb_pipeline.definitions", fromlist=["defs"]).defs().resolve_job_def("evolve")
         from smb_pipeline.runner import _run_config
         again = job.execute_in_process(instance=instance, partition_key=key, run_config=_run_config(settings, "ERROR"))

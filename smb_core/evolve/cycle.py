@@ -26,6 +26,12 @@ class Cycle:
         return f"cycle:{self.key}"
 
 
+def digest_line(bank: Bank, label: str, obj: MemoryObject, note: str = "") -> str:
+    """One bullet of a phase's markdown digest: what it made, linked to its file in the bank."""
+    title = obj.title.replace("[", "(").replace("]", ")")
+    return f"- {label}: [{title}]({(bank.root / obj.path()).as_uri()}){note}"
+
+
 @dataclass
 class PhaseResult:
     """What one phase of a cycle did: counts for the asset's metadata and a markdown summary."""

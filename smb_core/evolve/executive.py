@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 from smb_core.bank import Bank
 from smb_core.evolve import confidence
-from smb_core.evolve.cycle import Cycle, PhaseResult, retire_stale
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, retire_stale
 from smb_core.model import (
     Agenda, AgendaItem, Contradiction, Edge, EdgeType, Insight, Plan, PlanStep, Question, stable_id,
 )
@@ -47,8 +47,9 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult(counts={"agenda_items": len(agenda.items), "plans": len(plans),
                                  "plan_steps": sum(len(p.steps) for p in plans),
                                  "newly_disputed": disputed, "disputes_cleared": cleared})
-    result.summary += [f"- agenda {i + 1}: {item.reason} (`{item.object_id}`)" for i, item in enumerate(agenda.items[:5])]
-    result.summary += [f"- plan: **{p.title}** ({len(p.steps)} steps, `{p.id}`)" for p in plans]
+    result.summary.append(digest_line(bank, "agenda", agenda, f" ({len(agenda.items)} items)"))
+    result.summary += [f"  {i + 1}. {item.reason}" for i, item in enumerate(agenda.items[:5])]
+    result.summary += [digest_line(bank, "plan", p, f" ({len(p.steps)} steps)") for p in plans]
     return result
 
 

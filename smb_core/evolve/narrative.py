@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
-from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids
 from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
@@ -90,10 +90,10 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result.counts = {"subjects_touched": len(subjects), "timelines": len(timelines), "narratives": len(narratives),
                      "events": sum(len(t.events) for t in timelines), "timelines_superseded": retired,
                      **{k: v for k, v in changes.items() if k not in ("timelines", "narratives")}}
-    result.summary += [f"- timeline: **{t.title}** (`{t.id}`)" for t in timelines[:10]]
-    result.summary += [f"- narrative: **{n.title}** (`{n.id}`)" for n in narratives[:10]]
+    result.summary += [digest_line(bank, "timeline", t) for t in timelines[:10]]
+    result.summary += [digest_line(bank, "narrative", n) for n in narratives[:10]]
     if record is not None:
-        result.summary.append(f"- evolution: **{record.title}** (`{record.id}`)")
+        result.summary.append(digest_line(bank, "evolution", record))
     return result
 
 

@@ -8,7 +8,7 @@ import json
 from smb_core.bank import Bank
 from smb_core.evolve import communities, confidence
 from smb_core.evolve.contradictions import find_contradictions
-from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids, retire_stale
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, retire_stale
 from smb_core.model import Edge, EdgeType, Insight, stable_id
 
 
@@ -32,8 +32,8 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
                      "contradictions_total": total, "questions": len(found.questions), "insights": len(insights),
                      "supporting_restatements": len(supports), "deprecated_by_decay": len(decayed),
                      "newly_disputed": disputed, "disputes_cleared": cleared}
-    result.summary += [f"- contradiction: {c.title}" for c in found.contradictions[:10]]
-    result.summary += [f"- insight: {i.title}" for i in insights[:10]]
+    result.summary += [digest_line(bank, "contradiction", c) for c in found.contradictions[:10]]
+    result.summary += [digest_line(bank, "insight", i) for i in insights[:10]]
     return result
 
 

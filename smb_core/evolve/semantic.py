@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
-from smb_core.evolve.cycle import Cycle, PhaseResult, new_object_ids, retire_stale
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, retire_stale
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -35,7 +35,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "communities": len(found),
         "groupings_superseded": retired,
     }
-    result.summary += [f"- split **{s.title}**" for s in subs[:6]]
-    result.summary += [f"- merged **{o.title}** ← {', '.join(o.aliases[:5])}" for o in merged.canonical[:10]]
-    result.summary += [f"- {c.title} ({len(c.members)} members)" for c in found[:10]]
+    result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
+    result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.canonical[:10]]
+    result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]
     return result

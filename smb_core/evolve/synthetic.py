@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, discovery
-from smb_core.evolve.cycle import Cycle, PhaseResult, retire_stale
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, retire_stale
 from smb_core.llm import LLMError, OllamaClient
 from smb_core.model import Abstraction, CitedStatement, Claim, Edge, EdgeType, Synthesis, stable_id
 
@@ -107,10 +107,10 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "discovered_relationships": len(found),
         "layer4_superseded": retired,
     }
-    result.summary += [f"- abstraction (level {a.level}): **{a.title}** (`{a.id}`)" for a in abstractions[:8]]
-    result.summary += [f"- meta-concept: **{m.title}** (`{m.id}`)" for m in metas[:5]]
-    result.summary += [f"- synthesis: **{s.title}** (`{s.id}`)" for s in syntheses[:10]]
-    result.summary += [f"- discovered: {r.title} (`{r.id}`)" for r in found[:10]]
+    result.summary += [digest_line(bank, f"abstraction (level {a.level})", a) for a in abstractions[:8]]
+    result.summary += [digest_line(bank, "meta-concept", m) for m in metas[:5]]
+    result.summary += [digest_line(bank, "synthesis", s) for s in syntheses[:10]]
+    result.summary += [digest_line(bank, "discovered", r) for r in found[:10]]
     return result
 
 
