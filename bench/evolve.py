@@ -4,7 +4,7 @@ documents, at two bank sizes, with peak RSS.
 The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
 increment is a batch of passages held back from the first build (about 1,000 new objects).
 
-    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR]
+    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_size(size: int, increment: int, root: Path) -> dict:
+def run_size(size: int, increment: int, root: Path, reuse: bool = False) -> dict:
     from smb_pipeline.runner import run_evolve, run_ingest
 
     passages, _ = load_2wiki()
     base, extra = passages[: size - increment], passages[size - increment : size]
     corpus = root / f"kbmd-{size}"
-    write_corpus(base, corpus)
     settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
-    assert run_ingest(settings).success
+    if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
+        write_corpus(base, corpus)
+        assert run_ingest(settings).success
     objects = sum(Bank(settings=settings).status()["types"].values())
     started = time.perf_counter()
     _, report = run_evolve(settings)
@@ -59,9 +60,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="3000,6119", help="documents per bank, comma-separated")
     parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
     parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse banks already ingested under --bank-root (an unfinished cycle is run again)")
     args = parser.parse_args()
     root = args.bank_root or Path(tempfile.mkdtemp(prefix="smb-evolve-bench-"))
-    rows = [run_size(int(s), args.increment, root) for s in args.sizes.split(",")]
+    rows = [run_size(int(s), args.increment, root, args.reuse) for s in args.sizes.split(",")]
     print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
           f"{'peak RSS MB':>12}")
     for r in rows:

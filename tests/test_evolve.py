@@ -99,6 +99,14 @@ def test_homonyms_stay_apart_and_same_things_merge(bank: Bank) -> None:
     assert groups == [sorted([objects[1].id, objects[2].id])]  # the two places named Jordan, nothing else
 
 
+def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(bank: Bank) -> None:
+    count = merge.MAX_PER_KEY * 3
+    mentions = [Concept(id=stable_id("con", str(i)), title="film", source_ids=[f"src-{i:03d}"]) for i in range(count)]
+    bank.write(mentions)
+    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [m.id for m in mentions])
+    assert result.groups == 1 and result.merged_members == count
+
+
 def test_rerunning_a_merge_changes_nothing(evolved) -> None:
     bank, _ = evolved
     before = bank.status()

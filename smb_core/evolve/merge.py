@@ -15,6 +15,7 @@ import difflib
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from smb_core.bank import Bank
 from smb_core.evolve import llm_judge
@@ -29,6 +30,10 @@ NAME_SIMILAR = 0.88
 VECTOR_SIMILAR = 0.86
 CONTEXT_SIMILAR = 0.5
 ANN_NEIGHBOURS = 8
+#: Objects taken from one blocking key per new object. A common name ("film", "American") is shared by
+#: thousands of mentions; comparing all of them is quadratic, while linking each to the same few
+#: (lowest ids) is enough: groups are unions, so every mention still reaches one canonical object.
+MAX_PER_KEY = 25
 #: How far the similarity signals (cosines and name ratios, 0..1) may move before a pair counts as
 #: borderline. Half the +0.1 the rule itself asks of context to call a kind conflict clearly overruled;
 #: on names it puts a lone surname (0.90, "Okafor" ~ "Mara Okafor") inside the band and a full token
@@ -83,6 +88,7 @@ def is_borderline(names: float, vector: float, context: float, shared: int, mult
     return at(-BORDERLINE) != at(BORDERLINE)
 
 
+@lru_cache(maxsize=500_000)
 def name_similarity(a: str, b: str) -> float:
     """1.0 when two names share a blocking key (same name, or acronym and expansion), else string similarity."""
     if partner_keys(blocking_keys(a)) & blocking_keys(b):
@@ -147,10 +153,11 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         by_key: dict[str, set[str]] = defaultdict(set)
         for name, object_id in rows:
             by_key[name].add(object_id)
+        block = {k: sorted(ids)[:MAX_PER_KEY] for k, ids in by_key.items()}
         candidates: dict[str, set[str]] = defaultdict(set)
         for oid, ks in keys.items():
             for k in ks:
-                candidates[oid] |= by_key.get(k, set())
+                candidates[oid].update(block.get(k, ()))
         vectors = bank.vectors.get_embeddings(list(new))
         for type_ in sorted({o.type.value for o in new.values()}):
             ids = [oid for oid, o in new.items() if o.type.value == type_ and oid in vectors]

@@ -118,28 +118,54 @@ class RecallEngine:
         for seed, text in texts.items():
             entities = [(start, title) for source, start, title in mentions if source == seed]
             for start, end in sentence_spans(text):
-                sentence = text[start:end]
-                found, _ = index.find(sentence, exclude=seed)
+                found, _ = index.find(text[start:end], exclude=seed)
                 found = [m for m in found if index.specificity(m.name) >= MIN_SPECIFICITY * index.rare]
-                edges.extend((seed, sentence, m.source_id, m.weight) for m in found)
+                edges.extend((seed, (start, end), m.source_id, m.weight) for m in found)
                 linked = {m.name for m in found}
                 for _, title in (e for e in entities if start <= e[0] < end):
                     for target, weight in index.partial(title, exclude=seed, skip=linked):
-                        edges.append((seed, sentence, target, weight))
+                        edges.append((seed, (start, end), target, weight))
         if not edges:
             return {}, {}
-        sentences = sorted({e[1] for e in edges})
-        sentence_vectors = dict(zip(sentences, self.bank.embedder.embed(sentences)))
+        context_of = self._sentence_context(db, sorted({(e[0], e[1]) for e in edges}), texts, residual)
         own = self._document_similarity(db, sorted({e[2] for e in edges}), residual)
         scores: dict[str, float] = {}
         paths: dict[str, list[str]] = {}
         for seed, sentence, target, weight in edges:
-            context = max(0.0, float(sentence_vectors[sentence] @ residual))
+            context = context_of[(seed, sentence)]
             value = seeds[seed] * weight * (context + max(0.0, own.get(target, 0.0)))
             if value > scores.get(target, 0.0):
                 scores[target], paths[target] = value, [seed, target]
         top = max(scores.values(), default=0.0)
         return ({d: v / top for d, v in scores.items()} if top > 0 else {}), paths
+
+    def _sentence_context(self, db: MetadataStore, sentences: list[tuple[str, tuple[int, int]]],
+                          texts: dict[str, str], residual: np.ndarray) -> dict[tuple[str, tuple[int, int]], float]:
+        """How well each (document, sentence span) matches what the question asks: the best cosine of
+        the claims extracted from that sentence, whose vectors are already stored; only sentences that
+        yielded no claim are embedded now (embedding them all cost most of a query's time)."""
+        rows = db.sql(
+            "SELECT s.source_id, s.start_char, s.object_id FROM spans s JOIN objects o ON o.id = s.object_id "
+            "WHERE o.type = 'claim' AND o.status = 'active' AND s.source_id IN (SELECT unnest(?))",
+            [sorted({seed for seed, _ in sentences})])
+        vectors = self.bank.vectors.get_embeddings([r[2] for r in rows])
+        claims_by_seed: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for source, start, claim_id in rows:
+            if claim_id in vectors:
+                claims_by_seed[source].append((start, claim_id))
+        out: dict[tuple[str, tuple[int, int]], float] = {}
+        missing = []
+        for seed, (start, end) in sentences:
+            inside = [vectors[c] for s, c in claims_by_seed[seed] if start <= s < end]
+            if inside:
+                out[(seed, (start, end))] = max(0.0, max(float(v @ residual) for v in inside))
+            else:
+                missing.append((seed, (start, end)))
+        if missing:
+            embedded = self.bank.embedder.embed([texts[seed][a:b] for seed, (a, b) in missing])
+            for key, vector in zip(missing, embedded):
+                out[key] = max(0.0, float(vector @ residual))
+        return out
 
     def _document_similarity(self, db: MetadataStore, source_ids: list[str], vector: np.ndarray) -> dict[str, float]:
         """Best cosine between `vector` and the claims of each document (its dense score)."""
