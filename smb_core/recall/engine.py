@@ -60,7 +60,7 @@ class RecallEngine:
     # ---- the three retrievers over documents ------------------------------------------------
 
     def lexical_documents(self, db: MetadataStore, question: str, k: int = CANDIDATES) -> list[tuple[str, float]]:
-        return lexical.bm25(db, question, "source", k, stats=self.names(db).bm25_stats)
+        return self.names(db).documents.search(question, k)
 
     def vector_documents(self, db: MetadataStore, question: str, k: int = CANDIDATES) -> list[tuple[str, float]]:
         """Documents ranked by their best-matching object (max cosine similarity)."""

@@ -1,7 +1,9 @@
-"""Lexical retrieval: tokenisation and BM25 scored in SQL over the postings kept in DuckDB.
+"""Lexical retrieval: tokenisation and BM25 over the postings kept in DuckDB.
 
 The postings table is updated incrementally as units (documents, objects) are written, so there is
-no index rebuild as the bank grows; a query touches only the postings of its own terms.
+no index rebuild as the bank grows. Objects are scored in SQL; documents, which every recall ranks,
+from an in-memory copy of their postings (`PostingIndex`) that the recall engine reloads only when
+the bank has changed: the SQL join over all postings was most of a query's time.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
+
+import numpy as np
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -35,15 +39,11 @@ def term_counts(text: str) -> dict[str, int]:
     return dict(Counter(tokenize(text)))
 
 
-def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None = None,
-         stats: tuple[dict[str, int], int, float] | None = None) -> list[tuple[str, float]]:
-    """Top-k units of `kind` for `query` by BM25 (IDF from the units of that kind), best first.
-    `stats` = (document frequencies, unit count, mean length) of that kind, if the caller has them."""
+def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None = None) -> list[tuple[str, float]]:
+    """Top-k units of `kind` for `query` by BM25 (IDF from the units of that kind), best first."""
     terms = sorted(set(tokenize(query)))
     if not terms:
         return []
-    if stats is not None and candidates is None:
-        return _bm25_with_stats(metadata, terms, kind, k, *stats)
     only = "AND p.unit IN (SELECT unnest($cands))" if candidates is not None else ""
     rows = metadata.con.execute(
         f"""
@@ -77,19 +77,38 @@ def bm25_objects(metadata, query: str, source_ids: list[str], k: int) -> list[tu
     return bm25(metadata, query, "claim", k, candidates=[r[0] for r in rows]) if rows else []
 
 
-def _bm25_with_stats(metadata, terms: list[str], kind: str, k: int, df: dict[str, int], n: int,
-                     avgdl: float) -> list[tuple[str, float]]:
-    """BM25 when the IDFs are known: one pass over the postings of the query's terms."""
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms if t in df}
-    if not idf:
-        return []
-    rows = metadata.con.execute(
-        """
-        WITH q AS (SELECT unnest($terms) AS term, unnest($idf) AS idf)
-        SELECT p.unit, sum(q.idf * p.tf * ($k1 + 1) / (p.tf + $k1 * (1 - $b + $b * u.length / $avgdl))) AS score
-        FROM lex_postings p JOIN q ON q.term = p.term JOIN lex_units u ON u.unit = p.unit
-        WHERE u.kind = $kind GROUP BY p.unit ORDER BY score DESC, p.unit LIMIT $limit
-        """,
-        {"terms": list(idf), "idf": list(idf.values()), "k1": K1, "b": B, "avgdl": avgdl, "kind": kind, "limit": k},
-    ).fetchall()
-    return [(unit, float(score)) for unit, score in rows]
+class PostingIndex:
+    """The postings of one kind of unit (documents) as arrays: BM25 with numpy, no database round trip."""
+
+    def __init__(self, metadata, kind: str) -> None:
+        data = metadata.con.execute(
+            "SELECT p.term, p.unit, p.tf, u.length FROM lex_postings p JOIN lex_units u ON u.unit = p.unit "
+            "WHERE u.kind = ? ORDER BY p.term", [kind]).fetchnumpy()
+        terms = np.asarray(data["term"], dtype=object)
+        self.units, unit_index = np.unique(np.asarray(data["unit"], dtype=object), return_inverse=True)
+        self._unit = unit_index.astype(np.int64)
+        self._tf = np.asarray(data["tf"], dtype=np.float64)
+        stats = metadata.con.execute("SELECT count(*), avg(length) FROM lex_units WHERE kind = ?", [kind]).fetchone()
+        self.total, self.mean_length = int(stats[0] or 0), float(stats[1] or 1.0)
+        lengths = np.asarray(data["length"], dtype=np.float64)
+        self._norm = K1 * (1 - B + B * lengths / self.mean_length)  # per posting, precomputed
+        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else np.array([], dtype=int)
+        ends = np.r_[starts[1:], len(terms)]
+        self._slices = {terms[a]: (int(a), int(b)) for a, b in zip(starts, ends)}
+        self.df = {t: b - a for t, (a, b) in self._slices.items()}
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-k units by BM25, best first (ties by unit id), as the SQL version ranks them."""
+        scores = np.zeros(len(self.units))
+        for term in sorted(set(tokenize(query))):
+            if term not in self._slices:
+                continue
+            a, b = self._slices[term]
+            idf = math.log(1 + (self.total - (b - a) + 0.5) / ((b - a) + 0.5))
+            tf = self._tf[a:b]
+            np.add.at(scores, self._unit[a:b], idf * tf * (K1 + 1) / (tf + self._norm[a:b]))
+        hits = np.flatnonzero(scores > 0)
+        if not len(hits):
+            return []
+        order = sorted(hits, key=lambda i: (-scores[i], self.units[i]))[:k]
+        return [(str(self.units[i]), float(scores[i])) for i in order]

@@ -61,7 +61,7 @@ class NameIndex:
     bank's generation), so linking a question or a sentence costs no database round trip."""
 
     def __init__(self, db) -> None:
-        from smb_core.recall.lexical import tokenize
+        from smb_core.recall.lexical import PostingIndex, tokenize
 
         self._tokenize = tokenize
         self.by_name: dict[str, list[tuple[str, float]]] = {}
@@ -75,16 +75,13 @@ class NameIndex:
             for word in name.split():
                 if word not in STOP_WORDS:
                     self.by_word.setdefault(word, set()).add(name)
-        self.total = db.sql("SELECT count(*) FROM lex_units WHERE kind = 'source'")[0][0] or 1
-        self.df = dict(db.sql("SELECT p.term, count(*) FROM lex_postings p JOIN lex_units u ON u.unit = p.unit "
-                              "WHERE u.kind = 'source' GROUP BY p.term"))
-        self.mean_length = db.sql("SELECT avg(length) FROM lex_units WHERE kind = 'source'")[0][0] or 1.0
+        self.documents = PostingIndex(db, "source")
+        self.total = self.documents.total or 1
+        self.df = self.documents.df
+        self.mean_length = self.documents.mean_length
         #: IDF of a word that occurs in a single document: the scale every threshold is relative to.
         self.rare = math.log(self.total + 1)
 
-    @property
-    def bm25_stats(self) -> tuple[dict[str, int], int, float]:
-        return self.df, self.total, self.mean_length
 
     def specificity(self, name: str) -> float:
         """How telling a name is: the summed IDF (ln N/df over documents) of its non-stop words."""
