@@ -142,6 +142,15 @@ def test_sense_groups_separate_distinct_contexts() -> None:
     assert groups == [[0, 1, 2], [3, 4, 5]]
 
 
+def test_a_name_used_a_thousand_times_is_clustered_from_a_sample_and_every_use_assigned() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=64), rng.normal(size=64)
+    rows = [(a if i % 3 else b) + 0.3 * rng.normal(size=64) for i in range(3 * split.MAX_CONTEXTS)]
+    vectors = np.array([r / np.linalg.norm(r) for r in rows])
+    groups = sorted(sorted(g) for g in split.sense_groups(vectors))
+    assert groups == sorted([[i for i in range(len(rows)) if i % 3 == 0], [i for i in range(len(rows)) if i % 3]])
+
+
 def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
                "Compaction rewrites segment files and drops deleted rows from the storage engine.",

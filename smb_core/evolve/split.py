@@ -22,24 +22,43 @@ MIN_GROUP = 2
 SEPARATION = 0.3
 #: ...and each sense is coherent: its contexts are on average at least this similar to each other.
 COHESION = 0.45
+#: Contexts clustered at most per concept (a name used a thousand times is sampled evenly).
+MAX_CONTEXTS = 400
 
 
 def sense_groups(vectors: np.ndarray, threshold: float = SEPARATION) -> list[list[int]]:
-    """Average-link agglomerative clustering: merge groups while their mean cosine is >= threshold."""
-    groups = [[i] for i in range(len(vectors))]
-    sims = vectors @ vectors.T
-    while len(groups) > 1:
-        best, pair = -1.0, None
-        for i in range(len(groups)):
-            for j in range(i + 1, len(groups)):
-                score = float(sims[np.ix_(groups[i], groups[j])].mean())
-                if score > best:
-                    best, pair = score, (i, j)
-        if best < threshold:
+    """Average-link agglomerative clustering: merge groups while their mean cosine is >= threshold.
+    One similarity matrix updated in place (Lance-Williams), so n contexts cost O(n^2) memory and
+    n argmax passes; beyond MAX_CONTEXTS an even sample is clustered and the rest join the group
+    they are most similar to on average."""
+    n = len(vectors)
+    if n > MAX_CONTEXTS:
+        sample = np.linspace(0, n - 1, MAX_CONTEXTS).astype(int)
+        groups = [[int(sample[i]) for i in g] for g in sense_groups(vectors[sample], threshold)]
+        means = np.stack([vectors[g].mean(axis=0) for g in groups])
+        chosen = set(sample.tolist())
+        for i in range(n):
+            if i not in chosen:
+                groups[int(np.argmax(means @ vectors[i]))].append(i)
+        return [sorted(g) for g in groups]
+    sims = (vectors @ vectors.T).astype(np.float64)
+    np.fill_diagonal(sims, -np.inf)
+    sizes = np.ones(n)
+    members = [[i] for i in range(n)]
+    alive = n
+    while alive > 1:
+        i, j = sorted(divmod(int(np.argmax(sims)), n))
+        if sims[i, j] < threshold:
             break
-        i, j = pair
-        groups[i] = groups[i] + groups.pop(j)
-    return groups
+        merged = (sizes[i] * sims[i] + sizes[j] * sims[j]) / (sizes[i] + sizes[j])
+        sims[i, :], sims[:, i] = merged, merged
+        sims[j, :], sims[:, j] = -np.inf, -np.inf
+        sims[i, i] = -np.inf
+        sizes[i] += sizes[j]
+        members[i] += members[j]
+        members[j] = []
+        alive -= 1
+    return [m for m in members if m]
 
 
 def _cohesion(vectors: np.ndarray, group: list[int]) -> float:
