@@ -366,6 +366,7 @@ _PLACE_FEATURES = {"street", "road", "avenue", "square", "district", "quarter", 
                    "airport", "station", "stadium", "hall", "building", "shipyard", "dockyard", "campus"}
 
 
+@lru_cache(maxsize=200_000)
 def _fold(text: str) -> str:
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
@@ -2472,7 +2473,7 @@ def _referenced_names(db, claim_ids: Iterable[str], kind: str | None = None) -> 
         "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))"
         + (" AND n.type = ?" if kind else ""), [ids, kind] if kind else [ids])
     for head, name in rows:
-        if len(name) >= 3 and not name.isdigit():
+        if len(name) >= 3 and not name.isdigit() and ":" not in name:  # not a blocking key
             names_by_claim[head].add(name)
     return names_by_claim
 
@@ -2500,12 +2501,18 @@ def _share_a_name(a: dict[str, str], b: dict[str, str], title_a: str = "", title
             return True
         if "person" not in (a[name], b[name]) and all(f" {name} " in t for t in titles):
             return True
-    for x in sa:
-        for y in sb:
-            small, big = (x, y) if len(x) <= len(y) else (y, x)
-            if len(small.split()) >= 2 and f" {big}".endswith(f" {small}"):
-                return True
-    return False
+    # one name ends the other ('ilse brandauer' / 'composer ilse brandauer'): compare word suffixes,
+    # not all pairs (a canonical entity can carry dozens of names)
+    return bool(_suffixes(sa) & sb or _suffixes(sb) & sa)
+
+
+def _suffixes(names: set[str]) -> set[str]:
+    """The endings of two words or more of each name, without the name itself."""
+    out = set()
+    for name in names:
+        words = name.split()
+        out.update(" ".join(words[i:]) for i in range(1, len(words) - 1))
+    return out
 
 
 def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -2519,7 +2526,7 @@ def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, st
         "JOIN names n ON n.object_id = e.tail AND n.type IN ('entity', 'canonical_entity') LEFT JOIN objects o ON o.id = n.object_id "
         "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
     for head, name, kind in rows:
-        if len(name) >= 3 and not name.isdigit():
+        if len(name) >= 3 and not name.isdigit() and ":" not in name:  # not a blocking key ('acronym:ll')
             out[head][name] = kind or "other"
     return out
 
