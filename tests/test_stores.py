@@ -6,6 +6,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from smb_core.embed import MiniLMEmbedder, get_embedder
@@ -371,6 +372,18 @@ def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
     assert [h[0] for h in store.query(query, k=4, where={"status": "active"})][0] != "clm-cat"
     again = store.get_embeddings(["clm-cat"])["clm-cat"]
     assert again.shape == (384,) and abs(float(again @ embedder.embed([texts["clm-cat"]])[0]) - 1) < 1e-4
+
+
+def test_query_many_answers_hundreds_of_queries_with_a_large_over_fetch(tmp_path: Path):
+    store = VectorStore(tmp_path / "chroma")
+    vectors = np.random.default_rng(0).normal(size=(400, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store.upsert([f"clm-{i:03d}" for i in range(400)], vectors,
+                 [{"type": "claim" if i % 4 == 0 else "entity", "status": "active"} for i in range(400)])
+    found = store.query_many(list(vectors[:500]) * 2, 20, {"type": "claim"}, over=8)  # 800 queries
+    assert len(found) == 800
+    assert all(rows and all(int(i.split("-")[1]) % 4 == 0 for i, _ in rows) for rows in found)
+    assert [rows[0][0] for rows in found[:400:4]] == [f"clm-{i:03d}" for i in range(0, 400, 4)]
 
 
 def test_vector_store_persists_and_upserts_without_duplicates(tmp_path: Path, embedder):

@@ -102,19 +102,20 @@ class VectorStore:
         )
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
-    def query_many(self, embeddings: list[np.ndarray], k: int,
-                   where: dict[str, Any] | None = None) -> list[list[tuple[str, float]]]:
-        """Nearest objects for each of several vectors, as lists of (id, cosine similarity). Equality
-        filters are applied to an over-fetched list (see `query_with_source`); these lists are
-        candidates, so a rare filter may return fewer than k."""
+    def query_many(self, embeddings: list[np.ndarray], k: int, where: dict[str, Any] | None = None,
+                   over: int = 4) -> list[list[tuple[str, float]]]:
+        """Nearest objects for each of several vectors, as lists of (id, cosine similarity), in batched
+        queries. Equality filters are applied to `over` x k fetched results (see `query_with_source`);
+        these lists are candidates, so a rare filter may return fewer than k."""
         count = self.count()
         if count == 0 or not embeddings:
             return [[] for _ in embeddings]
         wanted = _equalities(where)
-        fetch, chroma_where = (min(4 * k, count), None) if wanted is not None else (min(k, count), where)
+        fetch, chroma_where = (min(over * k, count), None) if wanted is not None else (min(k, count), where)
         out: list[list[tuple[str, float]]] = []
-        for start in range(0, len(embeddings), 500):
-            result = self.collection.query(query_embeddings=embeddings[start : start + 500], n_results=fetch,
+        per_call = max(1, min(500, 20_000 // fetch))  # results per call stay under SQLite's variable limit
+        for start in range(0, len(embeddings), per_call):
+            result = self.collection.query(query_embeddings=embeddings[start : start + per_call], n_results=fetch,
                                            where=chroma_where, include=["distances", "metadatas"])
             for ids, dists, metas in zip(result["ids"], result["distances"], result["metadatas"]):
                 rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas)
