@@ -15,7 +15,7 @@ from smb_core.bank import Bank
 from smb_core.corpus import CorpusFile, DocumentError, read_document, scan
 from smb_core.extract.base import Extraction, Extractor, authored_title
 from smb_core.recall.names import document_names
-from smb_core.model import SourceDocument, Status, stable_id
+from smb_core.model import SourceDocument, stable_id
 from smb_core.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -107,7 +107,8 @@ class MemoryBank:
         """Nothing to flush: every write is committed when its call returns."""
 
     @property
-    def path(self) -> Path:
+    def root(self) -> Path:
+        """The bank's folder."""
         return self._bank.root
 
     # ---- read -----------------------------------------------------------------------------

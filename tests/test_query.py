@@ -110,6 +110,7 @@ def test_agent_writes_are_consistent_and_visible(tmp_path: Path, bank_dir: Path)
         updated = bank.update(created.id, description="An index whose graph lives on SSD.")
         edge = bank.link(created.id, bank.list(type="entity", limit=1)[0].id, "related_to")
         deprecated = bank.deprecate(created.id, "superseded by the canonical concept")
+        assert deprecated.status == Status.DEPRECATED and bank.root == path.resolve()
         with pytest.raises(ModelError):
             bank.update(created.id, id="other")
         with pytest.raises(KeyError):

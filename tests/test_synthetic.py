@@ -12,11 +12,12 @@ import pytest
 
 from smb_core.bank import Bank
 from smb_core.corpus import scan
-from smb_core.evolve import reflective, semantic, synthetic
+from smb_core.evolve import abstractions, reflective, semantic, synthetic
+from smb_core.evolve.syntheses import build_syntheses
 from smb_core.evolve.cycle import open_cycle
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references
-from smb_core.model import Abstraction, Claim, Synthesis, stable_id
+from smb_core.model import Abstraction, Claim, stable_id
 from smb_core.settings import Settings
 from tests.conftest import write_doc
 from tests.fake_ollama import CHAT_MODEL, fake_ollama  # noqa: F401
@@ -116,8 +117,8 @@ def test_higher_level_abstraction_joins_linked_abstractions(evolved) -> None:
     graph = nx.Graph()
     graph.add_weighted_edges_from([("x1", "y1", 5), ("x2", "y2", 4), ("x1", "x2", 1), ("z1", "z2", 3)])
     leaves = {a.id: set(a.members) for a in lower}
-    things = {m: synthetic.Thing(m, m.upper(), "concept", "", [f"src-{m}"]) for a in lower for m in a.members}
-    higher = synthetic._lift(cycle, lower, leaves, graph, things, level=2)
+    things = {m: abstractions.Thing(m, m.upper(), "concept", "", [f"src-{m}"]) for a in lower for m in a.members}
+    higher = abstractions._lift(cycle, lower, leaves, graph, things, level=2)
     assert len(higher) == 1  # a and b are tied by co-occurrence; c stands apart
     assert higher[0].level == 2 and sorted(higher[0].members) == sorted([lower[0].id, lower[1].id])
     assert higher[0].derived_from == higher[0].members and "src-x1" in higher[0].source_ids
@@ -171,7 +172,7 @@ def test_llm_synthesis_keeps_only_statements_whose_citations_hold(evolved, fake_
         return {"statements": statements}
 
     fake_ollama.chat_handler = answer
-    syntheses, _ = synthetic.build_syntheses(_llm_bank(bank, fake_ollama), cycle)
+    syntheses, _ = build_syntheses(_llm_bank(bank, fake_ollama), cycle)
     lumen = next(s for s in syntheses if s.title == "Synthesis: Lumen Labs")
     prompt = next(b for b in fake_ollama.bodies("/api/chat") if "Theme: Lumen Labs" in b["messages"][-1]["content"])
     offered = re.findall(r"^\[(clm-[0-9a-f]+)\]", prompt["messages"][-1]["content"], re.MULTILINE)
@@ -184,7 +185,7 @@ def test_llm_synthesis_keeps_only_statements_whose_citations_hold(evolved, fake_
 def test_llm_failure_falls_back_to_extractive(evolved, fake_ollama) -> None:
     bank, cycle, _, _ = evolved
     fake_ollama.fail_next(100, status=500)
-    syntheses, _ = synthetic.build_syntheses(_llm_bank(bank, fake_ollama), cycle)
+    syntheses, _ = build_syntheses(_llm_bank(bank, fake_ollama), cycle)
     assert syntheses and all(s.method == "extractive" for s in syntheses)
     assert len(fake_ollama.bodies("/api/chat")) == 3  # one theme's retries, then no more calls this cycle
 

@@ -311,7 +311,6 @@ def build_narrative(subject: MemoryObject, name: str, events: list[_Event], cycl
         if e.disputed_by:
             sentence += f" (This is disputed: see {_link_id(e.disputed_by, Contradiction)}.)"
         paragraphs.setdefault(e.when.date[:4], []).append(sentence)
-        where = _where(e, paths)
         sources.append(f"{number}. {_cite(e, paths)}")
         previous = e
     intro = (f"The story of {name}, told from {len(told)} dated statements in {docs} "

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from smb_core.recall import lexical
 from smb_core.recall.linking import Link, link_text
 from smb_core.recall.names import NameIndex, sentence_spans
 

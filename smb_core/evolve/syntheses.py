@@ -1,0 +1,299 @@
+"""Layer-4 syntheses: claims from at least three documents about one canonical entity or concept,
+integrated. Without an LLM: representative, non-redundant claims (MMR over claim vectors), grouped by
+sub-topic, each quoted with its citation. With an LLM the statements are rewritten, and every citation
+is checked to exist and to support its statement before the synthesis is stored. Rebuilt for the
+themes this cycle's documents touched (at most `MAX_SYNTHESES`); ids are stable.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from smb_core.bank import Bank
+from smb_core.evolve.abstractions import MIN_DOCUMENTS, REFS, Thing
+from smb_core.evolve.cycle import Cycle
+from smb_core.llm import LLMError, OllamaClient
+from smb_core.model import CitedStatement, Claim, Edge, EdgeType, Synthesis, stable_id
+
+log = logging.getLogger(__name__)
+
+MAX_SYNTHESES = 50
+MAX_STATEMENTS = 10
+CANDIDATE_CLAIMS = 200  # per theme, before MMR
+MMR_LAMBDA = 0.7
+NEAR_DUPLICATE = 0.92
+#: A cited claim supports an LLM statement when their vectors or their content words are this close.
+SUPPORT_COSINE = 0.6
+SUPPORT_OVERLAP = 0.5
+_BAD_START = re.compile(r"^(it|he|she|they|this|these|that|those|its|his|her|their|we|there|then|such|both)\b",
+                        re.IGNORECASE)
+_YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS = {"the", "a", "an", "of", "in", "on", "at", "to", "and", "or", "for", "by", "with", "from", "as", "is",
+              "was", "are", "were", "be", "been", "it", "its", "that", "this", "which", "who"}
+
+
+# ---- syntheses --------------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    id: str
+    text: str
+    subject: str
+    source: str
+
+
+class LLMStatement(BaseModel):
+    text: str
+    cites: list[str] = Field(default_factory=list)
+
+
+class LLMSynthesis(BaseModel):
+    """What the LLM is asked for: integrated statements, each citing the claim ids it rests on."""
+
+    statements: list[LLMStatement] = Field(default_factory=list)
+
+
+SYSTEM_PROMPT = """You integrate claims from several documents about one theme into a short synthesis.
+Use only the numbered claims given. Write 3 to 8 statements; each may combine claims that agree, and
+must list in "cites" the ids (like clm-1a2b) of every claim it rests on. Do not add facts. Answer with JSON."""
+
+
+def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edge]]:
+    """Syntheses for the themes this cycle touched first, then the best-covered ones, at most MAX_SYNTHESES."""
+    themes = _themes(bank, cycle)
+    candidates = _theme_claims(bank, [t[0] for t in themes])
+    vectors = bank.vectors.get_embeddings(sorted({c.id for cs in candidates.values() for c in cs}))
+    client = OllamaClient(bank.settings) if bank.settings.llm == "ollama" else None
+    out, edges, used = [], [], set()
+    try:
+        for theme, title, aliases in themes:
+            if len(out) >= MAX_SYNTHESES:
+                break
+            chosen = _select(candidates.get(theme, []), vectors, [title, *aliases])
+            if len({c.source for c in chosen}) < MIN_DOCUMENTS:
+                continue
+            if sum(c.id in used for c in chosen) > len(chosen) / 2:
+                continue  # mostly the claims of a synthesis already written (e.g. an alias of its theme)
+            used.update(c.id for c in chosen)
+            synthesis = None
+            if client is not None:
+                synthesis, client = _llm_synthesis(bank, cycle, client, theme, title, chosen, vectors)
+            synthesis = synthesis or _extractive(bank, cycle, theme, title, chosen)
+            out.append(synthesis)
+            edges.append(Edge.between(synthesis.id, theme, EdgeType.DERIVES_FROM))
+            edges += [Edge.between(synthesis.id, c, EdgeType.REFERENCES) for c in synthesis.derived_from[1:]]
+    finally:
+        if client is not None:
+            client.close()
+    return out, edges
+
+
+def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
+    """Canonical entities and concepts that claims from at least three documents reference (no dates,
+    numbers or single common nouns), touched by this cycle first, then by how many documents."""
+    with bank.reading() as db:
+        rows = db.sql(f"""
+            WITH {REFS}
+            SELECT n.id, n.title, n.type, coalesce(json_extract_string(n.data, '$.entity_kind'), ''),
+                   coalesce(CAST(json_extract(n.data, '$.aliases') AS VARCHAR[]), []),
+                   count(DISTINCT cl.source_ids[1]) AS docs, list_has_any(n.source_ids, ?::VARCHAR[]) AS touched
+            FROM refs r JOIN objects cl ON cl.id = r.claim
+            JOIN objects n ON n.id = r.node AND n.status = 'active'
+                 AND n.type IN ('canonical_entity', 'canonical_concept')
+            GROUP BY ALL HAVING docs >= ? ORDER BY touched DESC, docs DESC, n.id
+        """, [cycle.source_ids, MIN_DOCUMENTS])
+    themes = [(i, t, list(a)) for i, t, ty, kind, a, _, _ in rows if Thing(i, t, ty, kind, []).named]
+    return themes[: MAX_SYNTHESES * 3]
+
+
+def _theme_claims(bank: Bank, themes: list[str]) -> dict[str, list[Candidate]]:
+    """Up to CANDIDATE_CLAIMS claims per theme that read on their own (no leading pronoun, no list intro)."""
+    if not themes:
+        return {}
+    with bank.reading() as db:
+        rows = db.sql(f"""
+            WITH {REFS}, ranked AS (
+                SELECT r.node, cl.id, cl.text, coalesce(json_extract_string(cl.data, '$.subject'), '') AS subject,
+                       cl.source_ids[1] AS source,
+                       row_number() OVER (PARTITION BY r.node ORDER BY cl.confidence DESC, cl.id) AS rank
+                FROM refs r JOIN objects cl ON cl.id = r.claim
+                WHERE r.node IN (SELECT unnest(?)) AND length(cl.text) BETWEEN 25 AND 400
+                  AND NOT regexp_matches(cl.text, ':\\s*$')
+                  AND NOT regexp_matches(cl.text, ?, 'i')
+            )
+            SELECT node, id, text, subject, source FROM ranked WHERE rank <= ? ORDER BY node, id
+        """, [themes, _BAD_START.pattern, CANDIDATE_CLAIMS])
+    out: dict[str, list[Candidate]] = defaultdict(list)
+    for node, *fields in rows:
+        out[node].append(Candidate(*fields))
+    return out
+
+
+def _select(candidates: list[Candidate], vectors: dict[str, np.ndarray], names: list[str]) -> list[Candidate]:
+    """Maximal marginal relevance: central to the theme, unlike each other, spread over documents."""
+    candidates = [c for c in candidates if c.id in vectors]
+    if not candidates:
+        return []
+    matrix = np.stack([vectors[c.id] for c in candidates])
+    matrix = matrix / np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
+    centroid = matrix.mean(axis=0)
+    relevance = matrix @ (centroid / max(np.linalg.norm(centroid), 1e-12))
+    lowered = [n.lower() for n in names if n]
+    relevance += np.array([0.1 if any(n in c.subject.lower() for n in lowered) else 0.0 for c in candidates])
+    chosen: list[int] = []
+    per_source: Counter = Counter()
+    while len(chosen) < min(MAX_STATEMENTS, len(candidates)):
+        best, best_score = None, -np.inf
+        for i, c in enumerate(candidates):
+            if i in chosen:
+                continue
+            similarity = float(max((matrix[i] @ matrix[j] for j in chosen), default=0.0))
+            if similarity >= NEAR_DUPLICATE:
+                continue
+            score = MMR_LAMBDA * relevance[i] - (1 - MMR_LAMBDA) * similarity - 0.05 * per_source[c.source]
+            if score > best_score:
+                best, best_score = i, score
+        if best is None:
+            break
+        chosen.append(best)
+        per_source[candidates[best].source] += 1
+    return [candidates[i] for i in chosen]
+
+
+def _extractive(bank: Bank, cycle: Cycle, theme: str, title: str, chosen: list[Candidate]) -> Synthesis:
+    with bank.reading() as db:
+        claims = db.get_objects([c.id for c in chosen])
+    items = [(CitedStatement(text=claims[c.id].statement, object_id=c.id,
+                             span=claims[c.id].source_spans[0] if claims[c.id].source_spans else None), [c.id])
+             for c in chosen if isinstance(claims.get(c.id), Claim)]
+    return _synthesis(bank, cycle, theme, title, items, "extractive")
+
+
+def _synthesis(bank: Bank, cycle: Cycle, theme: str, title: str,
+               items: list[tuple[CitedStatement, list[str]]], method: str) -> Synthesis:
+    """The synthesis object: (statement, cited claim ids) grouped by the other thing they share
+    (a sub-topic), every statement followed by its citations and where in which document it comes from."""
+    cited = sorted({c for _, cites in items for c in cites})
+    with bank.reading() as db:
+        sources = {i: list(s or []) for i, s in db.sql(
+            "SELECT id, source_ids FROM objects WHERE id IN (SELECT unnest(?))", [cited])}
+        paths = dict(db.sql("SELECT id, path FROM sources WHERE id IN (SELECT unnest(?))",
+                            [sorted({s for ss in sources.values() for s in ss})]))
+        related = db.sql(f"""
+            WITH {REFS}
+            SELECT r.claim, r.node, n.title, n.type, coalesce(json_extract_string(n.data, '$.entity_kind'), '')
+            FROM refs r JOIN objects n ON n.id = r.node
+            WHERE r.claim IN (SELECT unnest(?)) AND r.node <> ? ORDER BY r.claim, r.node
+        """, [cited, theme])
+    named = {node: t for _, node, t, ty, kind in related if Thing(node, t, ty, kind, []).named}
+    topics_of: dict[str, set[str]] = defaultdict(set)
+    for claim, node, *_ in related:
+        if node in named:
+            topics_of[claim].add(node)
+    groups = _sub_topics(items, topics_of)
+    documents = sorted({src for ss in sources.values() for src in ss})
+    how = (", rewritten by an LLM; every citation was checked against the claim it names." if method == "llm"
+           else ", each quoted from the claim it cites.")
+    lines = [f"What {len(documents)} documents say about **{title}**: {len(items)} statements chosen to be "
+             f"central to the theme and not to repeat one another{how}"]
+    for topic, members in groups:
+        lines += ["", f"## {title} and {named[topic]}" if topic else f"## More on {title}", ""]
+        for statement, cites in members:
+            refs = " ".join(f"[{c}](../../layer-1/claims/{c}.md)" for c in cites)
+            span = statement.span
+            where = f" ({paths.get(span.source_id, span.source_id)}, line {span.line_start})" if span else ""
+            lines.append(f"- {statement.text} {refs}{where}")
+    lines += ["", "## Sources", ""] + sorted(f"- {paths.get(d, d)} (`{d}`)" for d in documents)
+    ordered = [statement for _, members in groups for statement, _ in members]
+    preview = " ".join(s.text for s in ordered[:2])
+    return Synthesis(
+        id=stable_id("syn", theme), title=f"Synthesis: {title}", theme=theme, method=method, statements=ordered,
+        description=f"What {len(documents)} documents say about {title}. {preview}"[:600],
+        derived_from=[theme, *cited], source_ids=documents, confidence=0.6 if method == "extractive" else 0.55,
+        run_id=cycle.run_id, tags=[cycle.tag], body="\n".join(lines) + "\n",
+    )
+
+
+def _sub_topics(items: list[tuple[CitedStatement, list[str]]], topics_of: dict[str, set[str]]):
+    """Greedy grouping: the thing named by the most remaining statements heads the next group (two at
+    least); what is left goes under 'More on'. Within a group, dated statements come in date order."""
+    def year(item: tuple[CitedStatement, list[str]]) -> str:
+        match = _YEAR.search(item[0].text)
+        return match.group(0) if match else "9999"
+
+    topics = [set().union(*(topics_of.get(c, set()) for c in cites)) for _, cites in items]
+    remaining, groups = list(range(len(items))), []
+    while True:
+        counts = Counter(t for i in remaining for t in topics[i])
+        top = sorted(counts.items(), key=lambda x: (-x[1], x[0]))
+        if not top or top[0][1] < 2:
+            break
+        members = [i for i in remaining if top[0][0] in topics[i]]
+        groups.append((top[0][0], sorted((items[i] for i in members), key=year)))
+        remaining = [i for i in remaining if i not in members]
+    if remaining:
+        groups.append((None, sorted((items[i] for i in remaining), key=year)))
+    return groups
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+
+
+def _supports(statement: np.ndarray, claim: np.ndarray, statement_text: str, claim_text: str) -> bool:
+    """A cited claim backs a statement when their meanings are close or they share most content words."""
+    cosine = float(statement @ claim / max(np.linalg.norm(statement) * np.linalg.norm(claim), 1e-12))
+    s, c = _words(statement_text), _words(claim_text)
+    overlap = len(s & c) / max(min(len(s), len(c)), 1)
+    return cosine >= SUPPORT_COSINE or overlap >= SUPPORT_OVERLAP
+
+
+def _llm_synthesis(bank: Bank, cycle: Cycle, client: OllamaClient, theme: str, title: str,
+                   chosen: list[Candidate], vectors: dict[str, np.ndarray]
+                   ) -> tuple[Synthesis | None, OllamaClient | None]:
+    """An abstractive synthesis whose every statement cites input claims that support it, or None (the
+    caller falls back to extractive). A failing server is not asked again this cycle (client None)."""
+    by_id = {c.id: c for c in chosen}
+    listing = "\n".join(f"[{c.id}] {c.text}" for c in chosen)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"Theme: {title}\n\nClaims:\n{listing}"}]
+    try:
+        answer = client.chat_json(messages, LLMSynthesis)
+    except LLMError as exc:
+        log.warning("LLM synthesis failed for %s; using extractive syntheses this cycle: %s", theme, exc)
+        client.close()
+        return None, None
+    drafts = [s for s in answer.statements if s.text.strip()]
+    embedded = bank.embedder.embed([s.text for s in drafts]) if drafts else []
+    with bank.reading() as db:
+        claims = db.get_objects(list(by_id))
+    items = []
+    for draft, vector in zip(drafts, embedded):
+        backing = [c for c in dict.fromkeys(draft.cites) if c in by_id and c in vectors
+                   and _supports(vector, vectors[c], draft.text, by_id[c].text)]
+        if len(backing) < len(draft.cites):
+            log.info("synthesis of %s: dropped citations %s of %r", theme,
+                     sorted(set(draft.cites) - set(backing)), draft.text[:80])
+        if backing:
+            spans = claims[backing[0]].source_spans if backing[0] in claims else []
+            items.append((CitedStatement(text=" ".join(draft.text.split()), object_id=backing[0],
+                                         span=spans[0] if spans else None), backing))
+    if len(items) < 2 or len({by_id[c].source for _, cites in items for c in cites}) < MIN_DOCUMENTS:
+        return None, client
+    return _synthesis(bank, cycle, theme, title, items, "llm"), client
+
+
+def still_valid(bank: Bank) -> list[Synthesis]:
+    """Active syntheses whose theme is still an active object (kept although not rebuilt this cycle)."""
+    with bank.reading() as db:
+        rows = db.sql("SELECT s.id FROM objects s JOIN objects t ON t.id = json_extract_string(s.data, '$.theme') "
+                      "AND t.status = 'active' WHERE s.type = 'synthesis' AND s.status = 'active'")
+        return list(db.get_objects([r[0] for r in rows]).values())
