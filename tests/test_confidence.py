@@ -13,7 +13,7 @@ from smb_core.corpus import scan
 from smb_core.evolve import confidence
 from smb_core.evolve.cycle import finish_cycle, open_cycle
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
-from smb_core.model import Claim, Contradiction, Narrative, Status, Synthesis, stable_id, utcnow
+from smb_core.model import Claim, Contradiction, Narrative, Relationship, Status, Synthesis, stable_id, utcnow
 from smb_core.query import MemoryBank
 from smb_core.settings import Settings
 from tests.conftest import write_doc
@@ -87,18 +87,22 @@ def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> 
         synthesis = Synthesis(id="syn-1", title="The Orvieto Observatory", derived_from=[a.id, c.id])
         story = Narrative(id="nar-1", title="How the observatory grew", derived_from=[synthesis.id])
         unrelated = Synthesis(id="syn-2", title="Telescopes", derived_from=[c.id])
-        for obj in (a, b, c, synthesis, story, unrelated):
+        same_sentence = Relationship(id="rel-1", title="observatory founded 1874", head=c.id, tail=b.id,
+                                     evidence=a.statement, source_ids=a.source_ids)
+        for obj in (a, b, c, synthesis, story, unrelated, same_sentence):
             bank.create(obj)
         ctr = bank.create(Contradiction(id="ctr-1", title="founding year", claim_ids=[a.id, b.id],
                                         derived_from=[a.id, b.id], attribute="date"))
-        flagged = {o.id: o.disputed_by for o in (bank.get(i) for i in (a.id, b.id, c.id, "syn-1", "nar-1", "syn-2"))}
+        flagged = {o.id: o.disputed_by for o in (bank.get(i) for i in (a.id, b.id, c.id, "syn-1", "nar-1", "syn-2",
+                                                                       "rel-1"))}
         hit = next(h for h in bank.recall("How did the Orvieto Observatory grow?", k=20) if h.object.id == "nar-1")
         assert hit.disputed and [x.id for x in hit.contradictions] == [ctr.id]
         assert hit.as_json()["disputed_by"] == [ctr.id]
         bank.resolve(ctr.id, "explained", "1874 is the charter, 1881 the opening.")
         cleared = [bank.get(i).disputed_by for i in (a.id, b.id, "syn-1", "nar-1")]
         assert bank.get(ctr.id).resolution == "explained"  # kept, never deleted
-    assert flagged == {a.id: [ctr.id], b.id: [ctr.id], c.id: [], "syn-1": [ctr.id], "nar-1": [ctr.id], "syn-2": []}
+    assert flagged == {a.id: [ctr.id], b.id: [ctr.id], c.id: [], "syn-1": [ctr.id], "nar-1": [ctr.id], "syn-2": [],
+                       "rel-1": [ctr.id]}
     assert cleared == [[], [], [], []]
 
 

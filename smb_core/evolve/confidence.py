@@ -161,15 +161,22 @@ def deprecate_decayed(bank: Bank, cycle: Cycle) -> list[str]:
 
 def dispute_map(bank: Bank) -> dict[str, list[str]]:
     """For every object a currently open contradiction undermines, the contradictions (sorted): the
-    claims each one names and, transitively, everything whose `derived_from` leads back to them."""
+    claims each one names, the relationships extracted from the same sentences, and, transitively,
+    everything whose `derived_from` leads back to them."""
     with bank.reading() as db:
         rows = db.sql(
             """
             WITH RECURSIVE
-            seeds AS (
+            sides AS (
                 SELECT o.id AS ctr, unnest(from_json(json_extract(o.data, '$.claim_ids'), '["VARCHAR"]')) AS id
                 FROM objects o
                 WHERE o.type = 'contradiction' AND json_extract_string(o.data, '$.resolution') = 'open'
+            ),
+            seeds AS (  -- the claims, and the relationships extracted from the very same sentence
+                SELECT ctr, id FROM sides
+                UNION
+                SELECT s.ctr, r.id FROM sides s JOIN objects c ON c.id = s.id
+                JOIN objects r ON r.type = 'relationship' AND r.text = c.text AND list_has_any(r.source_ids, c.source_ids)
             ),
             lineage AS (
                 SELECT id, unnest(derived_from) AS parent FROM objects
