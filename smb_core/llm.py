@@ -16,13 +16,24 @@ from typing import Any, Callable, TypeVar
 
 import httpx
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from smb_core.settings import Settings
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def _all_required(schema: dict[str, Any]) -> None:
+    """Advertise every field as required so Ollama's grammar always emits it; defaults keep parsing lenient."""
+    schema["required"] = list(schema.get("properties", {}))
+
+
+class LLMOutput(BaseModel):
+    """Base of every schema the LLM answers with (extraction, evolution judges): extra keys ignored."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_all_required)
 T = TypeVar("T")
 
 _EXCERPT = 300

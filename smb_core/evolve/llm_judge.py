@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from smb_core.llm import LLMError, OllamaClient
+from smb_core.llm import LLMError, LLMOutput, OllamaClient
 from smb_core.model import Entity, MemoryObject
 from smb_core.settings import Settings
 
@@ -36,25 +36,16 @@ def enabled(settings: Settings) -> bool:
 # ---- what the LLM is asked to return ---------------------------------------------------------
 
 
-def _all_required(schema: dict[str, Any]) -> None:
-    """Advertise every field as required so Ollama's grammar always emits it (as in extraction)."""
-    schema["required"] = list(schema.get("properties", {}))
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=_all_required)
-
-
-class SameThing(_Out):
+class SameThing(LLMOutput):
     same: bool
     reason: str = ""
 
 
-class SameThings(_Out):
+class SameThings(LLMOutput):
     answers: list[SameThing]
 
 
-class ContradictionAnswer(_Out):
+class ContradictionAnswer(LLMOutput):
     contradiction: bool
     kind: Literal["date", "number", "place", "person_role", "polarity", "exclusive_predicate", "none"] = "none"
     attribute: str = ""
@@ -68,7 +59,7 @@ class ContradictionAnswer(_Out):
         return self.kind, attribute, " ".join(self.explanation.split()) or "judged by the LLM"
 
 
-class ContradictionAnswers(_Out):
+class ContradictionAnswers(LLMOutput):
     answers: list[ContradictionAnswer]
 
 

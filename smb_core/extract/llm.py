@@ -11,10 +11,10 @@ import logging
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from smb_core.extract.base import Extraction, Extractor, make_span, normalise_name, object_id
-from smb_core.llm import LLMError, OllamaClient
+from smb_core.llm import LLMError, LLMOutput, OllamaClient
 from smb_core.model import (
     Claim,
     Concept,
@@ -39,16 +39,7 @@ TAGS = ["llm"]
 # ---- what the LLM is asked to return ---------------------------------------------------------
 
 
-def _all_required(schema: dict[str, Any]) -> None:
-    """Advertise every field as required so Ollama's grammar always emits it; defaults keep parsing lenient."""
-    schema["required"] = list(schema.get("properties", {}))
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=_all_required)
-
-
-class LLMEntity(_Out):
+class LLMEntity(LLMOutput):
     name: str
     # A plain str whose schema lists the allowed values: the grammar constrains the model, but an
     # unexpected value degrades to "other" instead of failing the whole document.
@@ -56,12 +47,12 @@ class LLMEntity(_Out):
     aliases: list[str] = Field(default_factory=list)
 
 
-class LLMConcept(_Out):
+class LLMConcept(LLMOutput):
     name: str
     description: str = ""
 
 
-class LLMClaim(_Out):
+class LLMClaim(LLMOutput):
     statement: str
     subject: str = ""
     predicate: str = ""
@@ -69,7 +60,7 @@ class LLMClaim(_Out):
     negated: bool = False
 
 
-class LLMRelationship(_Out):
+class LLMRelationship(LLMOutput):
     head: str
     tail: str
     edge_type: str = Field("related_to", json_schema_extra={"enum": [e.value for e in EdgeType]})
@@ -77,7 +68,7 @@ class LLMRelationship(_Out):
     evidence: str = ""
 
 
-class LLMDocument(_Out):
+class LLMDocument(LLMOutput):
     """The structured output requested for one chunk of a document."""
 
     entities: list[LLMEntity] = Field(default_factory=list)
