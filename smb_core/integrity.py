@@ -92,9 +92,9 @@ def contradiction_counts(bank: Bank) -> list[tuple[str, int]]:
                       "WHERE counts IS NOT NULL ORDER BY number")
 
 
-def unresolved_citations(bank: Bank, limit: int = 50) -> list[str]:
-    """Citations in active layer 4-6 objects (statements, timeline events, agenda items, plan steps)
-    that name an object or a source span that does not exist."""
+def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), limit: int = 50) -> list[str]:
+    """Citations in active objects of these layers (statements, timeline events, agenda items, plan
+    steps) that name an object or a source span that does not exist."""
     with bank.reading() as db:
         rows = db.sql(
             """
@@ -105,19 +105,19 @@ def unresolved_citations(bank: Bank, limit: int = 50) -> list[str]:
                             || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
                             || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
                                                           '[["VARCHAR"]]')), [])) AS s(cite)
-                WHERE o.layer >= 4 AND o.status = 'active'
+                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active'
                 UNION ALL
                 SELECT o.id, 'source ' || s.src FROM objects o,
                      unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
                             || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'),
                                         [])) AS s(src)
-                WHERE o.layer >= 4 AND o.status = 'active'
+                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active'
             )
             SELECT owner || ' cites ' || ref FROM cited
             WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM objects)
               AND ref NOT IN (SELECT 'source ' || id FROM sources)
-            LIMIT ?
-            """, [limit])
+            LIMIT $limit
+            """, {"layers": list(layers), "limit": limit})
     return [r[0] for r in rows]
 
 

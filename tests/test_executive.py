@@ -83,3 +83,5 @@ def test_integrity_finds_a_citation_to_nothing(bank: Bank) -> None:
     plan.steps[0].cites.append("clm-does-not-exist")
     bank.update_objects([plan])
     assert unresolved_citations(bank) == [f"{plan.id} cites clm-does-not-exist"]
+    assert unresolved_citations(bank, layers=(6,)) == [f"{plan.id} cites clm-does-not-exist"]
+    assert unresolved_citations(bank, layers=(4,)) == []  # each check looks at its own layers

@@ -35,7 +35,7 @@ def merged_objects_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset=assets.synthetic)
 def layer4_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
     """Every statement of a synthesis cites an object (and source span) that exists."""
-    return _result(unresolved_citations(bank.open()), 1, "citations")
+    return _result(unresolved_citations(bank.open(), layers=(4,)), 1, "citations")
 
 
 @dg.asset_check(asset=assets.synthetic)
@@ -47,7 +47,7 @@ def layer4_derives_from_two_or_more(bank: MemoryBankResource) -> dg.AssetCheckRe
 @dg.asset_check(asset=assets.executive)
 def layers_5_6_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
     """Timelines, narratives, agenda items and plan steps cite objects that exist."""
-    return _result(unresolved_citations(bank.open()), 1, "citations")
+    return _result(unresolved_citations(bank.open(), layers=(5, 6)), 1, "citations")
 
 
 @dg.asset_check(asset=assets.executive)
