@@ -130,15 +130,31 @@ def _group_claims(bank: Bank, groups: dict[str, list[str]]) -> dict[str, list[tu
 
 
 
-def build_abstractions(bank: Bank, cycle: Cycle, graph: nx.Graph) -> tuple[list[Abstraction], list[Edge]]:
-    """Level-1 abstractions from communities and taxonomy groups, then higher levels while they link."""
+@dataclass
+class Groupings:
+    """The layer-2 groupings layer 4 generalises, and the claims inside each community (referencing
+    two or more of its members): read once per cycle for both abstractions and meta-concepts."""
+
+    communities: list
+    kinds: list
+    community_claims: dict[str, list[tuple[str, str, str]]]
+
+
+def load_groupings(bank: Bank) -> Groupings:
     with bank.reading() as db:
         found = db.list_objects(type="community", status="active", limit=100_000)
         kinds = db.list_objects(type="taxonomy", status="active", limit=100_000)
+    return Groupings(found, kinds, _group_claims(bank, {c.id: c.members for c in found}))
+
+
+def build_abstractions(bank: Bank, cycle: Cycle, graph: nx.Graph,
+                       groupings: Groupings) -> tuple[list[Abstraction], list[Edge]]:
+    """Level-1 abstractions from communities and taxonomy groups, then higher levels while they link."""
+    found, kinds = groupings.communities, groupings.kinds
     things = _things(bank, [m for g in found for m in g.members]
                      + [m for k in kinds for m in [*k.members, k.broader] if m])
     level1, edges = [], []
-    for abstraction in [*_from_communities(bank, cycle, found, kinds, things),
+    for abstraction in [*_from_communities(cycle, found, kinds, groupings.community_claims, things),
                         *_from_taxonomy(bank, cycle, kinds, things)]:
         level1.append(abstraction)
         edges += [Edge.between(abstraction.id, m, EdgeType.CONTAINS) for m in abstraction.members]
@@ -158,9 +174,9 @@ def build_abstractions(bank: Bank, cycle: Cycle, graph: nx.Graph) -> tuple[list[
     return out, edges
 
 
-def _from_communities(bank: Bank, cycle: Cycle, found, kinds, things: dict[str, Thing]) -> list[Abstraction]:
+def _from_communities(cycle: Cycle, found, kinds, inner: dict[str, list[tuple[str, str, str]]],
+                      things: dict[str, Thing]) -> list[Abstraction]:
     cores = {c.id: [m for m in c.members if m in things and things[m].named][:12] for c in found}
-    inner = _group_claims(bank, {c.id: c.members for c in found})
     out = []
     for community in found:
         core = cores[community.id]
@@ -330,11 +346,9 @@ def _lift(cycle: Cycle, lower: list[Abstraction], leaves: dict[str, set[str]], g
 # ---- meta-concepts ----------------------------------------------------------------------------
 
 
-def build_meta_concepts(bank: Bank, cycle: Cycle) -> tuple[list[Abstraction], list[Edge]]:
+def build_meta_concepts(bank: Bank, cycle: Cycle, groupings: Groupings) -> tuple[list[Abstraction], list[Edge]]:
     """Kinds and relations that recur across several communities: concepts about the concepts."""
-    with bank.reading() as db:
-        found = db.list_objects(type="community", status="active", limit=100_000)
-        kinds = db.list_objects(type="taxonomy", status="active", limit=100_000)
+    found, kinds = groupings.communities, groupings.kinds
     if len(found) < META_MIN_COMMUNITIES:
         return [], []
     member_of = {m: c.id for c in found for m in c.members}
@@ -354,19 +368,20 @@ def build_meta_concepts(bank: Bank, cycle: Cycle) -> tuple[list[Abstraction], li
                        + "; ".join(f"{_join(spread[c][:3])} (in {titles[c]})" for c in ids[:6]) + ".")
         metas.append(_meta(cycle, f"'{head}' recurs as a kind across {len(ids)} communities", description,
                            ids, [kind.id, *ids], things, kind.members))
-    metas += _recurring_relations(bank, cycle, found, titles, things)
+    metas += _recurring_relations(bank, cycle, found, groupings.community_claims, titles, things)
     for meta in metas:
         edges += [Edge.between(meta.id, c, EdgeType.CONTAINS) for c in meta.members]
         edges += [Edge.between(meta.id, d, EdgeType.DERIVES_FROM) for d in meta.derived_from if d not in meta.members]
     return metas, edges
 
 
-def _recurring_relations(bank: Bank, cycle: Cycle, found, titles: dict[str, str],
+def _recurring_relations(bank: Bank, cycle: Cycle, found, community_claims: dict[str, list[tuple[str, str, str]]],
+                         titles: dict[str, str],
                          things: dict[str, Thing]) -> list[Abstraction]:
     """Relations (claim verbs) stated inside several communities, in one sense: the typical claim of
     each community must resemble the others' ("studied at" everywhere), not just share a word."""
     examples: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for community, rows in _group_claims(bank, {c.id: c.members for c in found}).items():
+    for community, rows in community_claims.items():
         for claim, verb, _ in rows:
             if verb and len(examples[verb][community]) < 5:
                 examples[verb][community].append(claim)

@@ -7,7 +7,7 @@ from collections import Counter
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, discovery
-from smb_core.evolve.abstractions import build_abstractions, build_meta_concepts
+from smb_core.evolve.abstractions import build_abstractions, build_meta_concepts, load_groupings
 from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, retire_stale
 from smb_core.evolve.syntheses import build_syntheses, still_valid
 
@@ -15,8 +15,9 @@ from smb_core.evolve.syntheses import build_syntheses, still_valid
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
     graph = communities.cooccurrence_graph(bank)
-    abstractions, edges = build_abstractions(bank, cycle, graph)
-    metas, meta_edges = build_meta_concepts(bank, cycle)
+    groupings = load_groupings(bank)
+    abstractions, edges = build_abstractions(bank, cycle, graph, groupings)
+    metas, meta_edges = build_meta_concepts(bank, cycle, groupings)
     bank.write([*abstractions, *metas], [*edges, *meta_edges], run_id=cycle.run_id)
     retired = (retire_stale(bank, cycle, "abstraction", abstractions, kind="abstraction")
                + retire_stale(bank, cycle, "abstraction", metas, kind="meta_concept"))
