@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smb_core.recall.lexical import tokenize
 from smb_core.recall.linking import Link, link_text
 from smb_core.recall.names import NameIndex, sentence_spans
 
@@ -30,17 +31,26 @@ CANDIDATES = 200  # documents each retriever contributes to the fusion
 VECTOR_CANDIDATES = 100
 RRF_K = 60
 SEED_WEIGHT = 5.0  # documents the question names come first...
-BRIDGE_WEIGHT = 3.0  # ...then the documents their relevant sentences point to, then the fused rest
+BRIDGE_WEIGHT = 4.0  # ...then the documents their relevant sentences point to, then the fused rest
 #: Specificity (summed IDF) a name needs to count as a link, and where its strength saturates, as
 #: multiples of the IDF of a word found in one document only (ln N): the bar scales with the bank.
 MIN_SPECIFICITY = 0.46
 SPECIFICITY_SATURATION = 1.15
 LOWER_CASE_PENALTY = 0.5
 OBJECT_DOCUMENTS = 8  # objects are drawn from this many best documents (plus vector and graph hits)
+#: Weight of the words a mentioning sentence shares with what the question asks ("directed" for
+#: "director"), compared by their first STEM_LENGTH letters, a crude stemmer that needs no model.
+SHARED_WORDS_WEIGHT = 0.2
+STEM_LENGTH = 6
 GRAPH_BONUS = 0.05  # a small lift for objects the graph reaches from entities the question names
 #: Statements answer questions better than bare names; relationships are statements with a type.
 TYPE_PRIOR = {"claim": 1.0, "relationship": 0.95, "contradiction": 1.0, "entity": 0.9, "canonical_entity": 0.9,
               "concept": 0.8, "canonical_concept": 0.8}
+
+
+def stems(text: str) -> set[str]:
+    """The words of `text` cut to their first STEM_LENGTH letters."""
+    return {word[:STEM_LENGTH] for word in tokenize(text)}
 
 
 def rrf(ranked: Sequence[str]) -> dict[str, float]:
@@ -105,7 +115,7 @@ class RecallEngine:
                 sorted({m.name for m in matches}))
 
     def bridges(self, db: MetadataStore, seeds: dict[str, float],
-                residual: np.ndarray) -> tuple[dict[str, float], dict[str, list[str]]]:
+                residual: np.ndarray, residual_text: str = "") -> tuple[dict[str, float], dict[str, list[str]]]:
         """One hop from each seed document along the names its sentences mention (exactly, or as a
         named entity covering most of a longer name), scored by how well the mentioning sentence and
         the target document match what the question asks."""
@@ -132,6 +142,11 @@ class RecallEngine:
         if not edges:
             return {}, {}
         context_of = self._sentence_context(db, sorted({(e[0], e[1]) for e in edges}), texts, residual)
+        asked = stems(residual_text)
+        if asked:
+            for seed, (start, end) in context_of:
+                shared = len(asked & stems(texts[seed][start:end])) / len(asked)
+                context_of[(seed, (start, end))] += SHARED_WORDS_WEIGHT * shared
         own = self._document_similarity(db, sorted({e[2] for e in edges}), residual)
         scores: dict[str, float] = {}
         paths: dict[str, list[str]] = {}
@@ -185,8 +200,9 @@ class RecallEngine:
     # ---- fusion -----------------------------------------------------------------------------
 
     def rank_documents(self, db: MetadataStore, question: str) -> tuple[list[tuple[str, float]], dict]:
-        """Fused lexical+dense score (best = 1), plus 5 x seed strength for documents the question
-        names, plus 3 x bridge score for documents one hop from them."""
+        """Fused lexical+dense score (best = 1), plus SEED_WEIGHT x seed strength for documents the
+        question names, plus BRIDGE_WEIGHT x the squared bridge score for documents one hop from them
+        (squared so that only a clearly fitting bridge outranks a strong direct match)."""
         vector = self.bank.embedder.embed([question])[0]
         lexical_hits = self.lexical_documents(db, question, CANDIDATES)
         vector_hits = self._vector_documents(vector, VECTOR_CANDIDATES)
@@ -200,9 +216,9 @@ class RecallEngine:
         for doc, strength in seeds.items():
             scores[doc] = scores.get(doc, 0.0) + SEED_WEIGHT * strength
         residual = self.bank.embedder.embed([residual_text])[0] if residual_text and seeds else vector
-        bridge, paths = self.bridges(db, seeds, residual)
+        bridge, paths = self.bridges(db, seeds, residual, residual_text)
         for doc, value in bridge.items():
-            scores[doc] = scores.get(doc, 0.0) + BRIDGE_WEIGHT * value
+            scores[doc] = scores.get(doc, 0.0) + BRIDGE_WEIGHT * value ** 2
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return ranked, {"paths": paths, "seeds": seeds, "names": names, "vector": vector, "residual": residual}
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from smb_core.recall.lexical import STOP_WORDS
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-MAX_NGRAM = 12
 HEADING_WEIGHT, ALIAS_WEIGHT = 1.0, 0.5
 
 
@@ -69,7 +68,9 @@ class NameIndex:
                       "WHERE s.status = 'active'")
         for name, source_id, weight in rows:
             self.by_name.setdefault(name, []).append((source_id, weight))
-        self.longest = max((len(n.split()) for n in self.by_name), default=1)
+        #: The word counts names come in, longest first: `find` tries only these n-gram lengths, so a
+        #: long title costs nothing until one exists, and no length is ever out of reach.
+        self.lengths = sorted({len(n.split()) for n in self.by_name}, reverse=True)
         self.by_word: dict[str, set[str]] = {}
         for name in self.by_name:
             for word in name.split():
@@ -119,7 +120,7 @@ class NameIndex:
         folded = [f for _, f in tokens]
         used = [False] * len(folded)
         matches: list[NameMatch] = []
-        for n in range(min(MAX_NGRAM, self.longest, len(folded)), 0, -1):
+        for n in self.lengths:
             for start in range(len(folded) - n + 1):
                 gram = " ".join(folded[start : start + n])
                 targets = self.by_name.get(gram)

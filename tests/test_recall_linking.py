@@ -1,0 +1,56 @@
+"""Linking a question to the documents it names, and the one-hop bridges from them, on a real bank."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from smb_core.corpus import scan
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.query import MemoryBank
+from smb_core.settings import Settings
+from tests.conftest import write_doc
+
+LONG_TITLE = "The Committee for the Preservation of Old Mills and Waterways of the Northern Lowland Provinces"
+CORPUS = {
+    "mills.md": f"# {LONG_TITLE}\n\nThe committee was set up by Ilse Brandt to survey every mill in the region.\n",
+    "brandt.md": "# Ilse Brandt\n\nIlse Brandt is a Dutch historian who wrote about rivers.\n",
+    "harbour.md": "# Harbour Lights\n\nHarbour Lights is a 1931 silent film. "
+    "The film was produced by Anna Berg in Rotterdam. Its director was Carl Holm, who shot it in winter.\n",
+    "berg.md": "# Anna Berg\n\nAnna Berg was a Dutch film producer born in Delft.\n",
+    "holm.md": "# Carl Holm\n\nCarl Holm was a Danish filmmaker born in Aarhus.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def bank_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("linking")
+    corpus, bank_path = root / "kbmd", root / "bank"
+    for name, text in CORPUS.items():
+        write_doc(corpus, name, text)
+    with MemoryBank.open(bank_path, read_only=False, settings=Settings(memory_bank_dir=bank_path)) as bank:
+        core = bank._bank
+        outcomes = ingest_sources(core, scan(corpus), corpus, run_id="test")
+        extract_sources(core, [o.source_id for o in outcomes], get_extractor(core.settings), run_id="test")
+    return bank_path
+
+
+def test_a_name_of_any_length_links_the_question_to_its_document(bank_dir: Path) -> None:
+    assert len(LONG_TITLE.split()) > 12  # longer than any fixed n-gram cap would allow
+    with MemoryBank.open(bank_dir) as bank, bank._bank.reading() as db:
+        sources = {s.path: s.id for s in db.sources()}
+        seeds, residual, _ = bank._engine.link_question(db, f"Who founded {LONG_TITLE}?")
+    assert sources["mills.md"] in seeds
+    assert residual.split() == ["Who", "founded"]
+
+
+def test_a_bridge_follows_the_sentence_that_shares_the_words_the_question_asks(bank_dir: Path) -> None:
+    """With no vector signal at all (a zero question vector), the words the mentioning sentence shares
+    with the question ("directed" ~ "director") alone decide which mentioned document is the answer."""
+    with MemoryBank.open(bank_dir) as bank, bank._bank.reading() as db:
+        sources = {s.path: s.id for s in db.sources()}
+        zero = np.zeros(bank._bank.embedder.dim, dtype=np.float32)
+        scores, paths = bank._engine.bridges(db, {sources["harbour.md"]: 1.0}, zero, "Who directed")
+    assert scores[sources["holm.md"]] == 1.0
+    assert scores.get(sources["berg.md"], 0.0) < 0.5
+    assert paths[sources["holm.md"]] == [sources["harbour.md"], sources["holm.md"]]
