@@ -297,6 +297,26 @@ def test_metadata_store_object_queries(tmp_path: Path):
         db.close()
 
 
+def test_metadata_lookups_by_id_lists_short_long_and_quoted(tmp_path: Path, monkeypatch):
+    """Short id lists are written as SQL constants (so DuckDB uses its index), long ones bound as one
+    parameter; both give the same answer, and a quote in a value is data, not SQL."""
+    from smb_core.stores import metadata
+
+    db = MetadataStore(tmp_path / "m.duckdb").connect()
+    try:
+        db.upsert_objects(_objects())
+        asked = ["clm-2", "ent-1", "it's'); DROP TABLE objects; --", "nope"]
+        short = db.object_summaries(asked)
+        assert sorted(short) == [("clm-2", "claim", "active", "c2"), ("ent-1", "entity", "active", "Mara Okafor")]
+        assert sorted(db.spans_of_sources(["src-1", "o'brien"])) == [("src-1", 0, "ent-1"), ("src-1", 7, "ent-1")]
+        monkeypatch.setattr(metadata, "INDEX_LOOKUP_MAX", 2)
+        assert sorted(db.object_summaries(asked)) == sorted(short)
+        assert set(db.get_objects(asked)) == {"clm-2", "ent-1"}
+        assert db.sql("SELECT count(*) FROM objects")[0][0] == 5
+    finally:
+        db.close()
+
+
 def test_metadata_store_sources_and_edges(tmp_path: Path):
     path = tmp_path / "m.duckdb"
     db = MetadataStore(path).connect()

@@ -122,11 +122,16 @@ class RecallEngine:
         if not seeds:
             return {}, {}
         index = self.names(db)
-        spans = db.sql("SELECT source_id, start_char, object_id FROM spans WHERE source_id IN (SELECT unnest(?))",
-                       [sorted(seeds)])  # the seeds' spans first: joining all spans to all objects cost more
-        titles = dict(db.sql("SELECT id, title FROM objects WHERE type = 'entity' AND id IN (SELECT unnest(?))",
-                             [sorted({r[2] for r in spans})])) if spans else {}
-        mentions = [(source, start, titles[oid]) for source, start, oid in spans if oid in titles]
+        spans = db.spans_of_sources(sorted(seeds))
+        objects = {oid: (kind, status, title)
+                   for oid, kind, status, title in db.object_summaries(sorted({s[2] for s in spans}))}
+        mentions, claims = [], []  # the seeds' entity mentions (any status) and active claims
+        for source, start, object_id in spans:
+            kind, status, title = objects.get(object_id, ("", "", ""))
+            if kind == "entity":
+                mentions.append((source, start, title))
+            elif kind == "claim" and status == "active":
+                claims.append((source, start, object_id))
         texts = {d.id: self.bank.read_source_text(d) for d in db.sources_by_ids(sorted(seeds))}
         edges = []  # (seed, sentence, target, edge weight)
         for seed, text in texts.items():
@@ -141,7 +146,7 @@ class RecallEngine:
                         edges.append((seed, (start, end), target, weight))
         if not edges:
             return {}, {}
-        context_of = self._sentence_context(db, sorted({(e[0], e[1]) for e in edges}), texts, residual)
+        context_of = self._sentence_context(sorted({(e[0], e[1]) for e in edges}), claims, texts, residual)
         asked = stems(residual_text)
         if asked:
             for seed, (start, end) in context_of:
@@ -158,18 +163,17 @@ class RecallEngine:
         top = max(scores.values(), default=0.0)
         return ({d: v / top for d, v in scores.items()} if top > 0 else {}), paths
 
-    def _sentence_context(self, db: MetadataStore, sentences: list[tuple[str, tuple[int, int]]],
+    def _sentence_context(self, sentences: list[tuple[str, tuple[int, int]]], claims: list[tuple[str, int, str]],
                           texts: dict[str, str], residual: np.ndarray) -> dict[tuple[str, tuple[int, int]], float]:
         """How well each (document, sentence span) matches what the question asks: the best cosine of
-        the claims extracted from that sentence, whose vectors are already stored; only sentences that
-        yielded no claim are embedded now (embedding them all cost most of a query's time)."""
-        rows = db.sql(
-            "SELECT s.source_id, s.start_char, s.object_id FROM spans s JOIN objects o ON o.id = s.object_id "
-            "WHERE o.type = 'claim' AND o.status = 'active' AND s.source_id IN (SELECT unnest(?))",
-            [sorted({seed for seed, _ in sentences})])
-        vectors = self.bank.vectors.get_embeddings([r[2] for r in rows])
+        the claims (source, start, id) extracted from that sentence, whose vectors are already stored;
+        only sentences that yielded no claim are embedded now (embedding them all cost most of a
+        query's time)."""
+        wanted = {seed for seed, _ in sentences}
+        claims = [c for c in claims if c[0] in wanted]
+        vectors = self.bank.vectors.get_embeddings([c[2] for c in claims])
         claims_by_seed: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for source, start, claim_id in rows:
+        for source, start, claim_id in claims:
             if claim_id in vectors:
                 claims_by_seed[source].append((start, claim_id))
         out: dict[tuple[str, tuple[int, int]], float] = {}

@@ -204,10 +204,23 @@ class MetadataStore:
     def get_objects(self, ids: Sequence[str]) -> dict[str, MemoryObject]:
         if not ids:
             return {}
-        rows = self.con.execute(
-            "SELECT id, type, data FROM objects WHERE id IN (SELECT unnest(?))", [list(ids)]
-        ).fetchall()
+        where, params = id_filter("id", ids)
+        rows = self.con.execute(f"SELECT id, type, data FROM objects WHERE {where}", params).fetchall()
         return {r[0]: model_for(r[1]).model_validate_json(r[2]) for r in rows}
+
+    def object_summaries(self, ids: Sequence[str]) -> list[tuple[str, str, str, str | None]]:
+        """(id, type, status, title) of the given objects, without parsing their JSON."""
+        if not ids:
+            return []
+        where, params = id_filter("id", ids)
+        return self.sql(f"SELECT id, type, status, title FROM objects WHERE {where}", params)
+
+    def spans_of_sources(self, source_ids: Sequence[str]) -> list[tuple[str, int, str]]:
+        """(source id, start char, object id) of every object span in the given documents."""
+        if not source_ids:
+            return []
+        where, params = id_filter("source_id", source_ids)
+        return self.sql(f"SELECT source_id, start_char, object_id FROM spans WHERE {where}", params)
 
     def list_objects(
         self, type: str | None = None, status: str | None = None, layer: int | None = None,
@@ -224,7 +237,10 @@ class MetadataStore:
         return rows[0] if rows else None
 
     def sources_by_ids(self, ids: Sequence[str]) -> list[SourceDocument]:
-        return self._sources("WHERE id IN (SELECT unnest(?))", [list(ids)])
+        if not ids:
+            return []
+        where, params = id_filter("id", ids)
+        return self._sources(f"WHERE {where}", params)
 
     def latest_versions(self, partition_keys: Sequence[str]) -> dict[str, SourceDocument]:
         """The newest version of each partition that has one."""
@@ -266,6 +282,25 @@ def _filters(**conditions: Any) -> tuple[str, list]:
             parts.append(f"{column} = ?")
             params.append(value.value if hasattr(value, "value") else value)
     return ("WHERE " + " AND ".join(parts)) if parts else "", params
+
+
+#: Up to this many values, `id_filter` writes an IN list of constants (DuckDB's index_scan_max_count).
+INDEX_LOOKUP_MAX = 2048
+
+
+def id_filter(column: str, values: Sequence[str]) -> tuple[str, list]:
+    """A `column IN ...` condition. DuckDB looks values up in an ART index (primary key or CREATE
+    INDEX) only for an IN list of constants, never for a bound list: for a few hundred ids among
+    150k rows that is ~2 ms instead of a ~12 ms scan. Longer lists bind one parameter (a scan is as
+    fast then). Constants are quoted by doubling quotes, so any string is safe."""
+    values = list(values)
+    if len(values) > INDEX_LOOKUP_MAX:
+        return f"{column} IN (SELECT unnest(?))", [values]
+    return f"{column} IN ({', '.join(_quote(v) for v in values)})", []
+
+
+def _quote(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _linkable_names(obj: MemoryObject) -> list[str]:
