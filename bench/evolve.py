@@ -2,7 +2,8 @@
 documents, at two bank sizes, with peak RSS.
 
 The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
-increment is a batch of passages held back from the first build (about 1,000 new objects).
+increment is a batch of passages held back from the first build (about 1,000 new objects). Prints
+the seconds each layer took in both cycles.
 
     python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR [--reuse]]
 """
@@ -38,21 +39,36 @@ def run_size(size: int, increment: int, root: Path, reuse: bool = False) -> dict
     if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
         write_corpus(base, corpus)
         assert run_ingest(settings).success
-    objects = sum(Bank(settings=settings).status()["types"].values())
+    objects = _object_count(settings)
     started = time.perf_counter()
     _, report = run_evolve(settings)
     full = time.perf_counter() - started
     assert report.success, report.failures
+    full_layers = _layer_seconds(settings, report.run_ids[0])
+    before = _object_count(settings)
     for i, passage in enumerate(extra):  # new documents since the first cycle
         (corpus / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n", encoding="utf-8")
     assert run_ingest(settings).success
-    added = sum(Bank(settings=settings).status()["types"].values()) - objects
+    added = _object_count(settings) - before
     started = time.perf_counter()
     _, report = run_evolve(settings)
     incremental = time.perf_counter() - started
     assert report.success, report.failures
     return {"size": size, "objects": objects, "full_s": full, "added_objects": added, "incremental_s": incremental,
-            "rss_mb": _rss_mb()}
+            "rss_mb": _rss_mb(), "full_layers": full_layers,
+            "incremental_layers": _layer_seconds(settings, report.run_ids[0])}
+
+
+def _object_count(settings: Settings) -> int:
+    return sum(Bank(settings=settings).status()["types"].values())
+
+
+def _layer_seconds(settings: Settings, run_id: str) -> dict[str, float]:
+    """Seconds per layer (Dagster step) of a run, from the instance's step statistics."""
+    from smb_pipeline.runner import instance_for
+
+    stats = instance_for(settings.memory_bank_dir).get_run_step_stats(run_id)
+    return {s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in stats}
 
 
 def main() -> None:
@@ -70,6 +86,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['size']:>9} {r['objects']:>9} {r['full_s']:>13.1f} {r['added_objects']:>14} "
               f"{r['incremental_s']:>14.1f} {r['rss_mb']:>12.0f}")
+    for r in rows:
+        for label in ("full", "incremental"):
+            layers = ", ".join(f"{k} {v:.0f}s" for k, v in r[f"{label}_layers"].items())
+            print(f"{r['size']} documents, {label} cycle by layer: {layers}")
     print("targets: full cycle <= 600 s at ~100k objects, incremental <= 60 s and not growing with the bank, "
           "peak RSS <= 4 GB")
 

@@ -257,3 +257,50 @@ def test_an_unfinished_cycle_is_run_again_before_a_new_one(evolved) -> None:
         db.con.execute("UPDATE cycles SET finished = now() WHERE key = 'cycle-00001'")
     assert next_cycle_key(bank) == "cycle-00002"
     assert open_cycle(bank, "cycle-00002", "run-2").source_ids == []  # cycle 1 consumed everything
+
+
+def test_global_passes_run_when_enough_of_the_bank_is_new_or_enough_cycles_passed(bank: Bank, settings,
+                                                                                monkeypatch) -> None:
+    from smb_core.evolve import cycle as cycles
+
+    def add(*names: str) -> None:
+        for name in names:
+            write_doc(settings.kbmd_dir, f"{name}.md", f"# {name}\n\nA note about {name}.\n")
+        ingest_sources(bank, scan(settings.kbmd_dir), settings.kbmd_dir, run_id="test")
+
+    def run(key: str) -> bool:
+        opened = open_cycle(bank, key, f"run-{key}")
+        cycles.finish_cycle(bank, opened)
+        return opened.global_passes
+
+    add(*(f"doc{i}" for i in range(20)))
+    assert run("cycle-00001")  # the first cycle always does
+    add("doc20")  # 1 new of 21 documents: under 5%
+    assert not run("cycle-00002")
+    assert not open_cycle(bank, "cycle-00002", "again").global_passes  # re-running a cycle keeps its decision
+    assert not run("cycle-00003")  # nothing new at all
+    add("doc21")  # 2 new of 22 since the last global passes: over 5%
+    assert run("cycle-00004")
+    monkeypatch.setattr(cycles, "GLOBAL_REFRESH_CYCLES", 2)
+    assert not run("cycle-00005") and run("cycle-00006")  # every 2nd cycle at the latest
+
+
+def test_a_cycle_without_global_passes_leaves_the_groupings_as_they_were(bank: Bank, settings) -> None:
+    from smb_core.evolve import semantic
+    from smb_core.evolve.cycle import Cycle
+
+    for name, text in DOCS.items():
+        write_doc(settings.kbmd_dir, name, text)
+    _ingest(bank, settings.kbmd_dir)
+    semantic.run(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        before = dict(db.sql("SELECT id, status FROM objects WHERE type IN ('community', 'cluster', 'taxonomy')"))
+    assert before and set(before.values()) == {"active"}
+    quiet = Cycle("cycle-00002", "run-2", [], 2, global_passes=False)
+    result = semantic.run(bank, quiet)
+    with bank.reading() as db:
+        after = dict(db.sql("SELECT id, status FROM objects WHERE type IN ('community', 'cluster', 'taxonomy')"))
+    assert after == before
+    assert result.counts["global_passes"] == 0 and result.counts["communities"] == 0
+    full = semantic.run(bank, Cycle("cycle-00003", "run-3", [], 3))
+    assert full.counts["global_passes"] == 1 and full.counts["taxonomy_nodes"] > 0

@@ -5,8 +5,8 @@
 - Level 2 and up join lower abstractions whose members overlap or are often named together.
 - Meta-concepts are patterns over communities: a kind, or a relation, that recurs in several of them.
 
-Both are recomputed from the whole bank each cycle (they follow the layer-2 groupings, themselves
-global); ids are stable, so re-running a cycle upserts the same objects.
+Both are recomputed from the whole bank whenever the layer-2 groupings are (the cycle's global
+passes); ids are stable, so re-running a cycle upserts the same objects.
 """
 
 from __future__ import annotations

@@ -12,6 +12,17 @@ from dataclasses import dataclass, field
 from smb_core.bank import Bank
 from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
 
+#: Global passes (taxonomy, clusters, communities, bridge insights, abstractions, meta-concepts,
+#: discovered relationships) recompute a whole set from the whole bank. A cycle runs them when the
+#: documents consumed since they last ran reach GLOBAL_REFRESH_SHARE of the bank, or when
+#: GLOBAL_REFRESH_CYCLES cycles have gone without them; in between, their last results stand. So an
+#: incremental cycle costs what its new documents cost, and no grouping lags more than a few percent
+#: of the bank (or a day of hourly cycles) behind.
+GLOBAL_REFRESH_SHARE = 0.05
+GLOBAL_REFRESH_CYCLES = 24
+GLOBAL_PASSES_SKIPPED = ("_Global passes not due this cycle (too few new documents since they last ran): "
+                         "the previous groupings stand._")
+
 
 @dataclass
 class Cycle:
@@ -20,6 +31,7 @@ class Cycle:
     source_ids: list[str]  # layer-0 versions first consumed by this cycle
     number: int
     counts: dict[str, int] = field(default_factory=dict)
+    global_passes: bool = True  # whether this cycle recomputes the global groupings (see GLOBAL_REFRESH_SHARE)
 
     @property
     def tag(self) -> str:
@@ -59,20 +71,35 @@ def pending_source_count(bank: Bank) -> int:
 def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
     """Start (or, for a cycle that already ran, reload) the cycle `key` and its consumed documents."""
     with bank.writing() as db:
-        row = db.sql("SELECT number FROM cycles WHERE key = ?", [key])
+        row = db.sql("SELECT number, global_passes FROM cycles WHERE key = ?", [key])
         if row:
             sources = [r[0] for r in db.sql("SELECT source_id FROM cycle_sources WHERE cycle = ? ORDER BY source_id",
                                             [key])]
             db.con.execute("UPDATE cycles SET run_id = ?, started = ? WHERE key = ?", [run_id, utcnow(), key])
-            return Cycle(key, run_id, sources, row[0][0])
+            return Cycle(key, run_id, sources, row[0][0], global_passes=row[0][1] is not False)
         number = (db.sql("SELECT max(number) FROM cycles")[0][0] or 0) + 1
         rows = db.sql("SELECT id, partition_key, sha256 FROM sources WHERE status = 'active' "
                       "AND id NOT IN (SELECT source_id FROM cycle_sources) ORDER BY id")
-        db.con.execute("INSERT INTO cycles (key, number, run_id, started) VALUES (?,?,?,?)",
-                       [key, number, run_id, utcnow()])
+        global_passes = _global_passes_due(db, len(rows))
+        db.con.execute("INSERT INTO cycles (key, number, run_id, started, global_passes) VALUES (?,?,?,?,?)",
+                       [key, number, run_id, utcnow(), global_passes])
         db.insert_rows("cycle_sources", ["cycle", "source_id", "partition_key", "sha256"],
                        [(key, *r) for r in rows])
-        return Cycle(key, run_id, [r[0] for r in rows], number)
+        return Cycle(key, run_id, [r[0] for r in rows], number, global_passes=global_passes)
+
+
+def _global_passes_due(db, new_documents: int) -> bool:
+    """Whether a new cycle consuming `new_documents` should rerun the global passes."""
+    # global_passes is NULL for cycles recorded before it existed: those always ran them
+    last = db.sql("SELECT max(number) FROM cycles WHERE global_passes IS NOT false")[0][0]
+    if last is None:
+        return True
+    cycles_since, documents_since = db.sql(
+        "SELECT count(DISTINCT c.key), count(cs.source_id) FROM cycles c "
+        "LEFT JOIN cycle_sources cs ON cs.cycle = c.key WHERE c.number > ?", [last])[0]
+    bank_size = db.sql("SELECT count(*) FROM sources WHERE status = 'active'")[0][0]
+    return (cycles_since + 1 >= GLOBAL_REFRESH_CYCLES
+            or documents_since + new_documents >= GLOBAL_REFRESH_SHARE * max(bank_size, 1))
 
 
 def finish_cycle(bank: Bank, cycle: Cycle) -> None:

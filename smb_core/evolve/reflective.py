@@ -17,9 +17,11 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     claims = new_object_ids(bank, cycle, ("claim",))
     found = find_contradictions(bank, claims, run_id=cycle.run_id)
     bank.write([*found.contradictions, *found.questions], found.edges, run_id=cycle.run_id)
-    insights, edges = bridge_insights(bank, cycle)
-    bank.write(insights, edges, run_id=cycle.run_id)
-    retire_stale(bank, cycle, "insight", insights, kind="bridge_entity")
+    insights = []
+    if cycle.global_passes:  # bridges between communities change only when the communities do
+        insights, edges = bridge_insights(bank, cycle)
+        bank.write(insights, edges, run_id=cycle.run_id)
+        retire_stale(bank, cycle, "insight", insights, kind="bridge_entity")
     supports = confidence.reinforce(bank, cycle)
     decayed = confidence.deprecate_decayed(bank, cycle)
     disputed, cleared = confidence.propagate_disputes(bank)

@@ -1,11 +1,13 @@
-"""Layer 2 for one cycle: merge duplicates, split overloaded concepts, then the bounded global passes
+"""Layer 2 for one cycle: merge duplicates, split overloaded concepts, then, when due, the global passes
 (taxonomy, clusters, communities)."""
 
 from __future__ import annotations
 
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
-from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, retire_stale
+from smb_core.evolve.cycle import (
+    GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
+)
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -16,13 +18,17 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     subs, updated, split_edges = split.split_overloaded(bank, cycle, touched)
     bank.write(subs, split_edges, run_id=cycle.run_id)
     bank.update_objects(updated)
-    kinds, kind_edges = taxonomy.build_taxonomy(bank, cycle)
-    bank.write(kinds, kind_edges, run_id=cycle.run_id)
-    clusters, cluster_edges = taxonomy.build_clusters(bank, cycle)
-    bank.write(clusters, cluster_edges, run_id=cycle.run_id)
-    found, edges = communities.detect(bank, cycle)
-    bank.write(found, edges, run_id=cycle.run_id)
-    retired = retire_stale(bank, cycle, "cluster", clusters) + retire_stale(bank, cycle, "community", found)
+    kinds, clusters, found, retired = [], [], [], 0
+    if cycle.global_passes:
+        kinds, kind_edges = taxonomy.build_taxonomy(bank, cycle)
+        bank.write(kinds, kind_edges, run_id=cycle.run_id)
+        clusters, cluster_edges = taxonomy.build_clusters(bank, cycle)
+        bank.write(clusters, cluster_edges, run_id=cycle.run_id)
+        found, edges = communities.detect(bank, cycle)
+        bank.write(found, edges, run_id=cycle.run_id)
+        retired = retire_stale(bank, cycle, "cluster", clusters) + retire_stale(bank, cycle, "community", found)
+    else:
+        result.summary.append(GLOBAL_PASSES_SKIPPED)
     result.counts = {
         "new_entities_and_concepts": len(new_ids),
         "merge_groups": merged.groups,
@@ -34,6 +40,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "clusters": len(clusters),
         "communities": len(found),
         "groupings_superseded": retired,
+        "global_passes": int(cycle.global_passes),
     }
     result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
     result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.canonical[:10]]

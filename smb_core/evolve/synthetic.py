@@ -1,5 +1,7 @@
 """Layer 4 for one cycle: abstractions and meta-concepts (`abstractions`), syntheses (`syntheses`) and
-discovered relationships (`discovery`). What a global pass no longer produces is superseded, not deleted."""
+discovered relationships (`discovery`). Abstractions, meta-concepts and discoveries are global passes,
+run when the cycle's `global_passes` says so; what a global pass no longer produces is superseded, not
+deleted."""
 
 from __future__ import annotations
 
@@ -8,27 +10,31 @@ from collections import Counter
 from smb_core.bank import Bank
 from smb_core.evolve import communities, discovery
 from smb_core.evolve.abstractions import build_abstractions, build_meta_concepts, load_groupings
-from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, retire_stale
+from smb_core.evolve.cycle import GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, retire_stale
 from smb_core.evolve.syntheses import build_syntheses, still_valid
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
-    graph = communities.cooccurrence_graph(bank)
-    groupings = load_groupings(bank)
-    abstractions, edges = build_abstractions(bank, cycle, graph, groupings)
-    metas, meta_edges = build_meta_concepts(bank, cycle, groupings)
-    bank.write([*abstractions, *metas], [*edges, *meta_edges], run_id=cycle.run_id)
-    retired = (retire_stale(bank, cycle, "abstraction", abstractions, kind="abstraction")
-               + retire_stale(bank, cycle, "abstraction", metas, kind="meta_concept"))
+    abstractions, metas, found, retired = [], [], [], 0
+    if cycle.global_passes:  # abstractions and discoveries follow the layer-2 groupings and the whole graph
+        graph = communities.cooccurrence_graph(bank)
+        groupings = load_groupings(bank)
+        abstractions, edges = build_abstractions(bank, cycle, graph, groupings)
+        metas, meta_edges = build_meta_concepts(bank, cycle, groupings)
+        bank.write([*abstractions, *metas], [*edges, *meta_edges], run_id=cycle.run_id)
+        retired = (retire_stale(bank, cycle, "abstraction", abstractions, kind="abstraction")
+                   + retire_stale(bank, cycle, "abstraction", metas, kind="meta_concept"))
+        found = discovery.discover(bank, cycle, graph)
+        bank.write(found, run_id=cycle.run_id)
+        kept = {r.id for r in found}
+        retired += retire_stale(bank, cycle, "discovered_relationship",
+                                [*found, *(r for r in discovery.still_valid(bank) if r.id not in kept)])
+    else:
+        result.summary.append(GLOBAL_PASSES_SKIPPED)
     syntheses, syn_edges = build_syntheses(bank, cycle)
     bank.write(syntheses, syn_edges, run_id=cycle.run_id)
     retired += retire_stale(bank, cycle, "synthesis", [*syntheses, *still_valid(bank)])
-    found = discovery.discover(bank, cycle, graph)
-    bank.write(found, run_id=cycle.run_id)
-    kept = {r.id for r in found}
-    retired += retire_stale(bank, cycle, "discovered_relationship",
-                            [*found, *(r for r in discovery.still_valid(bank) if r.id not in kept)])
     levels = Counter(a.level for a in abstractions)
     result.counts = {
         "abstractions": len(abstractions),

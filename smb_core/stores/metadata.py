@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS cycles (
     key VARCHAR PRIMARY KEY, number INTEGER NOT NULL, run_id VARCHAR, started TIMESTAMPTZ, finished TIMESTAMPTZ,
     counts JSON
 );
+ALTER TABLE cycles ADD COLUMN IF NOT EXISTS global_passes BOOLEAN;
 CREATE TABLE IF NOT EXISTS cycle_sources (
     cycle VARCHAR NOT NULL, source_id VARCHAR NOT NULL, partition_key VARCHAR, sha256 VARCHAR
 );
