@@ -67,8 +67,11 @@ def _layer_seconds(settings: Settings, run_id: str) -> dict[str, float]:
     """Seconds per layer (Dagster step) of a run, from the instance's step statistics."""
     from smb_pipeline.runner import instance_for
 
-    stats = instance_for(settings.memory_bank_dir).get_run_step_stats(run_id)
-    return {s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in stats}
+    layers = ("semantic", "reflective", "synthetic", "narrative", "executive")
+    out = dict.fromkeys((*layers, "asset checks"), 0.0)
+    for step in instance_for(settings.memory_bank_dir).get_run_step_stats(run_id):
+        out[step.step_key if step.step_key in layers else "asset checks"] += (step.end_time or 0) - (step.start_time or 0)
+    return out
 
 
 def main() -> None:
@@ -80,7 +83,10 @@ def main() -> None:
                         help="reuse banks already ingested under --bank-root (an unfinished cycle is run again)")
     args = parser.parse_args()
     root = args.bank_root or Path(tempfile.mkdtemp(prefix="smb-evolve-bench-"))
-    rows = [run_size(int(s), args.increment, root, args.reuse) for s in args.sizes.split(",")]
+    rows = []
+    for size in args.sizes.split(","):
+        rows.append(run_size(int(size), args.increment, root, args.reuse))
+        print(f"done: {rows[-1]}", flush=True)  # a long run shows each size as soon as it is measured
     print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
           f"{'peak RSS MB':>12}")
     for r in rows:

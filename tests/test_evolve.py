@@ -165,7 +165,11 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     merged = merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
     compaction = next(c for c in merged.canonical if c.title == "compaction")
     assert len(compaction.members) >= 5
-    subs, updated, edges = split.split_overloaded(bank, cycle, [compaction.id])
+    from smb_core.evolve.cycle import Cycle
+
+    quiet = Cycle("cycle-00002", "run-2", [], 2, global_passes=False)  # brought none of its mentions
+    assert split.split_overloaded(bank, quiet, [compaction.id], only_grown=True) == ([], [], [])
+    subs, updated, edges = split.split_overloaded(bank, cycle, [compaction.id], only_grown=True)
     assert len(subs) == 2 and all(len(s.members) >= 2 for s in subs)
     with bank.reading() as db:
         path_of = {d.id: d.path for d in db.sources()}

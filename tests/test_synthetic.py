@@ -208,3 +208,17 @@ def test_sample_corpus_gives_sensible_layer4(tmp_path: Path, sample_corpus: Path
     assert len(files) == len(layer4)
     assert bank.check_consistency()["consistent"]
 
+
+
+def test_between_global_passes_only_themes_the_cycle_touched_are_synthesised(evolved) -> None:
+    from smb_core.evolve.cycle import Cycle
+
+    bank, _, _, _ = evolved
+    with bank.reading() as db:
+        berlin = [d.id for d in db.sources() if d.path == "berlin.md"]  # names Lumen Labs, not Mara Okafor
+    untouched = build_syntheses(bank, Cycle("cycle-00009", "run-9", [], 9, global_passes=False))[0]
+    touched = build_syntheses(bank, Cycle("cycle-00009", "run-9", berlin, 9, global_passes=False))[0]
+    refreshed = build_syntheses(bank, Cycle("cycle-00009", "run-9", [], 9, global_passes=True))[0]
+    assert untouched == []
+    assert [s.title for s in touched] == ["Synthesis: Lumen Labs"]
+    assert {"Synthesis: Lumen Labs", "Synthesis: Mara Okafor"} <= {s.title for s in refreshed}

@@ -15,7 +15,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
     merged = merge.merge(bank, cycle, new_ids)
     touched = [c.id for c in merged.canonical if c.type.value == "canonical_concept"]
-    subs, updated, split_edges = split.split_overloaded(bank, cycle, touched)
+    subs, updated, split_edges = split.split_overloaded(bank, cycle, touched, only_grown=not cycle.global_passes)
     bank.write(subs, split_edges, run_id=cycle.run_id)
     bank.update_objects(updated)
     kinds, clusters, found, retired = [], [], [], 0

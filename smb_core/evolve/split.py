@@ -24,6 +24,9 @@ SEPARATION = 0.3
 COHESION = 0.45
 #: Contexts clustered at most per concept (a name used a thousand times is sampled evenly).
 MAX_CONTEXTS = 400
+#: Between global passes, a touched concept is examined again only when this cycle brought at least
+#: this share of its mentions: re-embedding a thousand contexts for one new mention changes nothing.
+RESPLIT_SHARE = 0.1
 
 
 def sense_groups(vectors: np.ndarray, threshold: float = SEPARATION) -> list[list[int]]:
@@ -76,8 +79,10 @@ def _sense_label(contexts: list[str], others: list[str], name: str) -> str:
     return scored[-1][1] if scored else "sense"
 
 
-def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None) -> tuple[list, list, list]:
-    """Returns (new sub-concepts, updated objects, edges)."""
+def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None,
+                     only_grown: bool = False) -> tuple[list, list, list]:
+    """Returns (new sub-concepts, updated objects, edges). With `only_grown`, concepts that this cycle's
+    documents added few mentions to (see RESPLIT_SHARE) are left as they are."""
     with bank.reading() as db:
         if candidate_ids is None:
             rows = db.sql("SELECT id FROM objects WHERE type = 'canonical_concept' AND status = 'active' "
@@ -86,10 +91,15 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
         concepts = db.get_objects(candidate_ids)
         members = db.get_objects(sorted({m for c in concepts.values() for m in c.members}))
     subs, updated, edges = [], [], []
+    new_sources = set(cycle.source_ids)
     for concept in concepts.values():
         group_members = [members[m] for m in concept.members if m in members and members[m].description]
         if len(group_members) < MIN_MEMBERS or concept.status != Status.ACTIVE:
             continue
+        if only_grown:
+            added = sum(1 for m in group_members if new_sources.intersection(m.source_ids))
+            if added < max(MIN_GROUP, RESPLIT_SHARE * len(group_members)):
+                continue
         contexts = [m.description for m in group_members]
         vectors = bank.embedder.embed(contexts)
         groups = [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]

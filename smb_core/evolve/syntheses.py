@@ -2,7 +2,8 @@
 integrated. Without an LLM: representative, non-redundant claims (MMR over claim vectors), grouped by
 sub-topic, each quoted with its citation. With an LLM the statements are rewritten, and every citation
 is checked to exist and to support its statement before the synthesis is stored. Rebuilt for the
-themes this cycle's documents touched (at most `MAX_SYNTHESES`); ids are stable.
+themes this cycle's documents touched (at most `MAX_SYNTHESES`; a cycle with global passes fills up
+with the best-covered themes); ids are stable.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from smb_core.evolve.abstractions import MIN_DOCUMENTS, REFS, Thing
 from smb_core.evolve.cycle import Cycle
 from smb_core.llm import LLMError, OllamaClient
 from smb_core.model import CitedStatement, Claim, Edge, EdgeType, Synthesis, stable_id
+from smb_core.stores.metadata import id_filter
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,8 @@ def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edg
 
 def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
     """Canonical entities and concepts that claims from at least three documents reference (no dates,
-    numbers or single common nouns), touched by this cycle first, then by how many documents."""
+    numbers or single common nouns), touched by this cycle first, then (in a cycle with global passes)
+    the others by how many documents."""
     with bank.reading() as db:
         rows = db.sql(f"""
             WITH {REFS}
@@ -108,8 +111,8 @@ def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
             FROM refs r JOIN objects cl ON cl.id = r.claim
             JOIN objects n ON n.id = r.node AND n.status = 'active'
                  AND n.type IN ('canonical_entity', 'canonical_concept')
-            GROUP BY ALL HAVING docs >= ? ORDER BY touched DESC, docs DESC, n.id
-        """, [cycle.source_ids, MIN_DOCUMENTS])
+            GROUP BY ALL HAVING docs >= ? AND (touched OR ?) ORDER BY touched DESC, docs DESC, n.id
+        """, [cycle.source_ids, MIN_DOCUMENTS, cycle.global_passes])
     themes = [(i, t, list(a)) for i, t, ty, kind, a, _, _ in rows if Thing(i, t, ty, kind, []).named]
     return themes[: MAX_SYNTHESES * 3]
 
@@ -183,16 +186,10 @@ def _synthesis(bank: Bank, cycle: Cycle, theme: str, title: str,
     (a sub-topic), every statement followed by its citations and where in which document it comes from."""
     cited = sorted({c for _, cites in items for c in cites})
     with bank.reading() as db:
-        sources = {i: list(s or []) for i, s in db.sql(
-            "SELECT id, source_ids FROM objects WHERE id IN (SELECT unnest(?))", [cited])}
-        paths = dict(db.sql("SELECT id, path FROM sources WHERE id IN (SELECT unnest(?))",
-                            [sorted({s for ss in sources.values() for s in ss})]))
-        related = db.sql(f"""
-            WITH {REFS}
-            SELECT r.claim, r.node, n.title, n.type, coalesce(json_extract_string(n.data, '$.entity_kind'), '')
-            FROM refs r JOIN objects n ON n.id = r.node
-            WHERE r.claim IN (SELECT unnest(?)) AND r.node <> ? ORDER BY r.claim, r.node
-        """, [cited, theme])
+        where, params = id_filter("id", cited)
+        sources = {i: list(s or []) for i, s in db.sql(f"SELECT id, source_ids FROM objects WHERE {where}", params)}
+        paths = {d.id: d.path for d in db.sources_by_ids(sorted({s for ss in sources.values() for s in ss}))}
+        related = [r for r in _references(db, cited) if r[1] != theme]
     named = {node: t for _, node, t, ty, kind in related if Thing(node, t, ty, kind, []).named}
     topics_of: dict[str, set[str]] = defaultdict(set)
     for claim, node, *_ in related:
@@ -220,6 +217,28 @@ def _synthesis(bank: Bank, cycle: Cycle, theme: str, title: str,
         derived_from=[theme, *cited], source_ids=documents, confidence=0.6 if method == "extractive" else 0.55,
         run_id=cycle.run_id, tags=[cycle.tag], body="\n".join(lines) + "\n",
     )
+
+
+def _references(db, claims: list[str]) -> list[tuple[str, str, str, str, str]]:
+    """(claim, node, title, type, entity kind) for what each claim references, merged members mapped to
+    their canonical object. Index lookups by id: the bank-wide REFS join cost a quarter second per call."""
+    if not claims:
+        return []
+    where, params = id_filter("head", claims)
+    # the type is filtered here: with it in SQL, DuckDB scans the edges instead of using their index
+    refs = sorted({(head, tail) for head, tail, kind in db.sql(f"SELECT head, tail, edge_type FROM edges WHERE {where}",
+                                                               params) if kind == "references"})
+    where, params = id_filter("id", sorted({tail for _, tail in refs}))
+    node_of = dict(db.sql(
+        f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) FROM objects WHERE {where} "
+        "AND status IN ('active', 'merged') AND type IN ('entity', 'concept', 'canonical_entity', 'canonical_concept')",
+        params)) if refs else {}
+    where, params = id_filter("id", sorted(set(node_of.values())))
+    nodes = {r[0]: r[1:] for r in db.sql(
+        f"SELECT id, title, type, coalesce(json_extract_string(data, '$.entity_kind'), '') FROM objects WHERE {where}",
+        params)} if node_of else {}
+    pairs = sorted({(claim, node_of[tail]) for claim, tail in refs if tail in node_of})
+    return [(claim, node, *nodes[node]) for claim, node in pairs if node in nodes]
 
 
 def _sub_topics(items: list[tuple[CitedStatement, list[str]]], topics_of: dict[str, set[str]]):
