@@ -19,6 +19,7 @@ import numpy as np
 from smb_core.recall.lexical import tokenize
 from smb_core.recall.linking import Link, link_text
 from smb_core.recall.names import NameIndex, sentence_spans
+from smb_core.stores.metadata import id_filter
 
 if TYPE_CHECKING:
     from smb_core.bank import Bank
@@ -256,8 +257,8 @@ class RecallEngine:
         links = link_text(db, question)
         graph_paths = self._graph_neighbours(links, hops, edge_type)
         candidates.update(graph_paths)
-        rows = db.sql("SELECT id, type, source_ids FROM objects WHERE id IN (SELECT unnest(?)) AND status = 'active'",
-                      [sorted(candidates)])
+        where, params = id_filter("id", sorted(candidates))
+        rows = db.sql(f"SELECT id, type, source_ids FROM objects WHERE {where} AND status = 'active'", params)
         rows = [r for r in rows if not types or r[1] in types]
         vectors = self.bank.vectors.get_embeddings([r[0] for r in rows])
         scored = []
