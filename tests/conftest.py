@@ -42,3 +42,18 @@ def write_doc(folder: Path, name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def extracted_bank(root: Path, docs: dict[str, str]) -> Path:
+    """A bank under `root` with `docs` (name -> markdown) ingested and extracted, no evolution: what
+    read-side tests query."""
+    from smb_core.corpus import scan
+    from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+
+    corpus, bank_path = root / "kbmd", root / "bank"
+    for name, text in docs.items():
+        write_doc(corpus, name, text)
+    bank = Bank(settings=Settings(memory_bank_dir=bank_path))
+    outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="test")
+    extract_sources(bank, [o.source_id for o in outcomes], get_extractor(bank.settings), run_id="test")
+    return bank_path

@@ -7,12 +7,9 @@ import pytest
 
 from smb_core.bank import LayerZeroImmutableError
 from smb_core.cli import main as smb
-from smb_core.corpus import scan
-from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Claim, Concept, Contradiction, Edge, ModelError, Status, stable_id
 from smb_core.query import MemoryBank
-from smb_core.settings import Settings
-from tests.conftest import write_doc
+from tests.conftest import extracted_bank
 
 CORPUS = {
     "aurora.md": "# The Aurora Index\n\nThe Aurora index is a disk-resident graph index in Lumen DB. "
@@ -27,15 +24,7 @@ CORPUS = {
 
 @pytest.fixture(scope="module")
 def bank_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("query")
-    corpus, bank_path = root / "kbmd", root / "bank"
-    for name, text in CORPUS.items():
-        write_doc(corpus, name, text)
-    with MemoryBank.open(bank_path, read_only=False, settings=Settings(memory_bank_dir=bank_path)) as bank:
-        core = bank._bank
-        outcomes = ingest_sources(core, scan(corpus), corpus, run_id="test")
-        extract_sources(core, [o.source_id for o in outcomes], get_extractor(core.settings), run_id="test")
-    return bank_path
+    return extracted_bank(tmp_path_factory.mktemp("query"), CORPUS)
 
 
 def test_recall_documents_follows_a_multi_hop_question(bank_dir: Path) -> None:

@@ -5,11 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from smb_core.corpus import scan
-from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.query import MemoryBank
-from smb_core.settings import Settings
-from tests.conftest import write_doc
+from tests.conftest import extracted_bank
 
 LONG_TITLE = "The Committee for the Preservation of Old Mills and Waterways of the Northern Lowland Provinces"
 CORPUS = {
@@ -24,15 +21,7 @@ CORPUS = {
 
 @pytest.fixture(scope="module")
 def bank_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("linking")
-    corpus, bank_path = root / "kbmd", root / "bank"
-    for name, text in CORPUS.items():
-        write_doc(corpus, name, text)
-    with MemoryBank.open(bank_path, read_only=False, settings=Settings(memory_bank_dir=bank_path)) as bank:
-        core = bank._bank
-        outcomes = ingest_sources(core, scan(corpus), corpus, run_id="test")
-        extract_sources(core, [o.source_id for o in outcomes], get_extractor(core.settings), run_id="test")
-    return bank_path
+    return extracted_bank(tmp_path_factory.mktemp("linking"), CORPUS)
 
 
 def test_a_name_of_any_length_links_the_question_to_its_document(bank_dir: Path) -> None:
