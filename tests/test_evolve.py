@@ -168,8 +168,9 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     from smb_core.evolve.cycle import Cycle
 
     quiet = Cycle("cycle-00002", "run-2", [], 2, global_passes=False)  # brought none of its mentions
-    assert split.split_overloaded(bank, quiet, [compaction.id], only_grown=True) == ([], [], [])
-    subs, updated, edges = split.split_overloaded(bank, cycle, [compaction.id], only_grown=True)
+    assert split.split_overloaded(bank, quiet, [compaction.id], grown_since=[]) == ([], [], [])
+    assert compaction.id in split.concepts_grown_by(bank, cycle.source_ids)
+    subs, updated, edges = split.split_overloaded(bank, cycle, [compaction.id], grown_since=cycle.source_ids)
     assert len(subs) == 2 and all(len(s.members) >= 2 for s in subs)
     with bank.reading() as db:
         path_of = {d.id: d.path for d in db.sources()}
@@ -272,10 +273,17 @@ def test_global_passes_run_when_enough_of_the_bank_is_new_or_enough_cycles_passe
             write_doc(settings.kbmd_dir, f"{name}.md", f"# {name}\n\nA note about {name}.\n")
         ingest_sources(bank, scan(settings.kbmd_dir), settings.kbmd_dir, run_id="test")
 
+    opened = {}
+
     def run(key: str) -> bool:
-        opened = open_cycle(bank, key, f"run-{key}")
-        cycles.finish_cycle(bank, opened)
-        return opened.global_passes
+        opened[key] = open_cycle(bank, key, f"run-{key}")
+        cycles.finish_cycle(bank, opened[key])
+        return opened[key].global_passes
+
+    def since(key: str) -> set[str]:
+        with bank.reading() as db:
+            paths = {d.id: d.path for d in db.sources()}
+        return {paths[s] for s in cycles.sources_since_global_passes(bank, opened[key])}
 
     add(*(f"doc{i}" for i in range(20)))
     assert run("cycle-00001")  # the first cycle always does
@@ -285,6 +293,7 @@ def test_global_passes_run_when_enough_of_the_bank_is_new_or_enough_cycles_passe
     assert not run("cycle-00003")  # nothing new at all
     add("doc21")  # 2 new of 22 since the last global passes: over 5%
     assert run("cycle-00004")
+    assert since("cycle-00002") == {"doc20.md"} and since("cycle-00004") == {"doc20.md", "doc21.md"}
     monkeypatch.setattr(cycles, "GLOBAL_REFRESH_CYCLES", 2)
     assert not run("cycle-00005") and run("cycle-00006")  # every 2nd cycle at the latest
 
@@ -305,6 +314,6 @@ def test_a_cycle_without_global_passes_leaves_the_groupings_as_they_were(bank: B
     with bank.reading() as db:
         after = dict(db.sql("SELECT id, status FROM objects WHERE type IN ('community', 'cluster', 'taxonomy')"))
     assert after == before
-    assert result.counts["global_passes"] == 0 and result.counts["communities"] == 0
+    assert result.counts["global_passes"] == 0 and "communities" not in result.counts
     full = semantic.run(bank, Cycle("cycle-00003", "run-3", [], 3))
     assert full.counts["global_passes"] == 1 and full.counts["taxonomy_nodes"] > 0

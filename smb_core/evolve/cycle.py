@@ -14,8 +14,8 @@ from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, u
 
 #: Global passes (taxonomy, clusters, communities, bridge insights, abstractions, meta-concepts,
 #: discovered relationships) recompute a whole set from the whole bank. A cycle runs them when the
-#: documents consumed since they last ran reach GLOBAL_REFRESH_SHARE of the bank, or when
-#: GLOBAL_REFRESH_CYCLES cycles have gone without them; in between, their last results stand. So an
+#: documents consumed since they last ran reach GLOBAL_REFRESH_SHARE of the bank, and on every
+#: GLOBAL_REFRESH_CYCLES-th cycle at the latest; in between, their last results stand. So an
 #: incremental cycle costs what its new documents cost, and no grouping lags more than a few percent
 #: of the bank (or a day of hourly cycles) behind.
 GLOBAL_REFRESH_SHARE = 0.05
@@ -108,6 +108,18 @@ def finish_cycle(bank: Bank, cycle: Cycle) -> None:
         db.con.execute("UPDATE cycles SET finished = ? WHERE key = ?", [utcnow(), cycle.key])
 
 
+def sources_since_global_passes(bank: Bank, cycle: Cycle) -> list[str]:
+    """The layer-0 versions consumed by this cycle and the cycles since the last one (before it) that
+    ran the global passes: what the bank gained since its groupings were last recomputed."""
+    with bank.reading() as db:
+        rows = db.sql(
+            "SELECT cs.source_id FROM cycle_sources cs JOIN cycles c ON c.key = cs.cycle "
+            "WHERE c.number <= ? AND c.number > coalesce((SELECT max(number) FROM cycles "
+            "WHERE number < ? AND global_passes IS NOT false), 0) ORDER BY cs.source_id",
+            [cycle.number, cycle.number])
+    return sorted({r[0] for r in rows} | set(cycle.source_ids))
+
+
 def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str]:
     """Active objects of the given types extracted from the documents this cycle consumed."""
     if not cycle.source_ids:
@@ -122,8 +134,9 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
 
 
 def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None) -> int:
-    """Global passes (clusters, communities, bridge insights) recompute their whole set each cycle.
-    Active objects of `type` that this pass did not produce again are superseded, not deleted: each
+    """A pass that recomputes a whole set (a global pass: clusters, communities, bridge insights...;
+    or the syntheses still standing) retires what it no longer produces. Active objects of `type` not in
+    `current` are superseded, not deleted: each
     keeps its file and points (`evolves_into`) to the new grouping that took most of its members."""
     keep = {o.id for o in current}
     with bank.reading() as db:

@@ -8,7 +8,9 @@ import json
 from smb_core.bank import Bank
 from smb_core.evolve import communities, confidence
 from smb_core.evolve.contradictions import find_contradictions
-from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, retire_stale
+from smb_core.evolve.cycle import (
+    GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
+)
 from smb_core.model import Edge, EdgeType, Insight, stable_id
 
 
@@ -22,6 +24,8 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         insights, edges = bridge_insights(bank, cycle)
         bank.write(insights, edges, run_id=cycle.run_id)
         retire_stale(bank, cycle, "insight", insights, kind="bridge_entity")
+    else:
+        result.summary.append(GLOBAL_PASSES_SKIPPED)
     supports = confidence.reinforce(bank, cycle)
     decayed = confidence.deprecate_decayed(bank, cycle)
     disputed, cleared = confidence.propagate_disputes(bank)
@@ -31,7 +35,9 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         db.con.execute("UPDATE cycles SET counts = ? WHERE key = ?",
                        [json.dumps({"contradictions_total": total}), cycle.key])
     result.counts = {"new_claims": len(claims), "contradictions_new": len(found.contradictions),
-                     "contradictions_total": total, "questions": len(found.questions), "insights": len(insights),
+                     "contradictions_total": total, "questions": len(found.questions),
+                     **({"insights": len(insights)} if cycle.global_passes else {}),
+                     "global_passes": int(cycle.global_passes),
                      "supporting_restatements": len(supports), "deprecated_by_decay": len(decayed),
                      "newly_disputed": disputed, "disputes_cleared": cleared}
     result.summary += [digest_line(bank, "contradiction", c) for c in found.contradictions[:10]]

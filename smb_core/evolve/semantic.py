@@ -6,7 +6,7 @@ from __future__ import annotations
 from smb_core.bank import Bank
 from smb_core.evolve import communities, merge, split, taxonomy
 from smb_core.evolve.cycle import (
-    GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
+    GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale, sources_since_global_passes,
 )
 
 
@@ -14,8 +14,12 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
     new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
     merged = merge.merge(bank, cycle, new_ids)
-    touched = [c.id for c in merged.canonical if c.type.value == "canonical_concept"]
-    subs, updated, split_edges = split.split_overloaded(bank, cycle, touched, only_grown=not cycle.global_passes)
+    touched = {c.id for c in merged.canonical if c.type.value == "canonical_concept"}
+    grown_since = sources_since_global_passes(bank, cycle)
+    if cycle.global_passes:  # also the concepts that grew only in the cycles that skipped them
+        touched.update(split.concepts_grown_by(bank, grown_since))
+    subs, updated, split_edges = split.split_overloaded(bank, cycle, sorted(touched),
+                                                        grown_since=None if cycle.global_passes else grown_since)
     bank.write(subs, split_edges, run_id=cycle.run_id)
     bank.update_objects(updated)
     kinds, clusters, found, retired = [], [], [], 0
@@ -36,12 +40,11 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "redirected_edges": merged.redirected_edges,
         "split": len({e.head for e in split_edges}),
         "senses": len(subs),
-        "taxonomy_nodes": len(kinds),
-        "clusters": len(clusters),
-        "communities": len(found),
-        "groupings_superseded": retired,
         "global_passes": int(cycle.global_passes),
     }
+    if cycle.global_passes:  # a skipped pass has no counts (not zeros that would read as "none left")
+        result.counts.update(taxonomy_nodes=len(kinds), clusters=len(clusters), communities=len(found),
+                             groupings_superseded=retired)
     result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
     result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.canonical[:10]]
     result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]

@@ -24,8 +24,9 @@ SEPARATION = 0.3
 COHESION = 0.45
 #: Contexts clustered at most per concept (a name used a thousand times is sampled evenly).
 MAX_CONTEXTS = 400
-#: Between global passes, a touched concept is examined again only when this cycle brought at least
-#: this share of its mentions: re-embedding a thousand contexts for one new mention changes nothing.
+#: Between global passes, a touched concept is examined again only when the documents since the last
+#: global passes brought at least this share of its mentions: re-embedding a thousand contexts for
+#: one new mention changes nothing. A cycle with global passes examines every concept that grew.
 RESPLIT_SHARE = 0.1
 
 
@@ -79,10 +80,21 @@ def _sense_label(contexts: list[str], others: list[str], name: str) -> str:
     return scored[-1][1] if scored else "sense"
 
 
+def concepts_grown_by(bank: Bank, source_ids: list[str]) -> list[str]:
+    """Canonical concepts with a member mention from the given documents."""
+    if not source_ids:
+        return []
+    with bank.reading() as db:
+        return [r[0] for r in db.sql(
+            "SELECT DISTINCT json_extract_string(data, '$.merged_into') AS concept FROM objects "
+            "WHERE type = 'concept' AND status = 'merged' AND list_has_any(source_ids, ?::VARCHAR[]) "
+            "AND concept IS NOT NULL ORDER BY concept", [source_ids])]
+
+
 def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None,
-                     only_grown: bool = False) -> tuple[list, list, list]:
-    """Returns (new sub-concepts, updated objects, edges). With `only_grown`, concepts that this cycle's
-    documents added few mentions to (see RESPLIT_SHARE) are left as they are."""
+                     grown_since: list[str] | None = None) -> tuple[list, list, list]:
+    """Returns (new sub-concepts, updated objects, edges). With `grown_since` (source ids), concepts
+    that those documents added few mentions to (see RESPLIT_SHARE) are left as they are."""
     with bank.reading() as db:
         if candidate_ids is None:
             rows = db.sql("SELECT id FROM objects WHERE type = 'canonical_concept' AND status = 'active' "
@@ -91,12 +103,12 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
         concepts = db.get_objects(candidate_ids)
         members = db.get_objects(sorted({m for c in concepts.values() for m in c.members}))
     subs, updated, edges = [], [], []
-    new_sources = set(cycle.source_ids)
+    new_sources = set(grown_since or ())
     for concept in concepts.values():
         group_members = [members[m] for m in concept.members if m in members and members[m].description]
         if len(group_members) < MIN_MEMBERS or concept.status != Status.ACTIVE:
             continue
-        if only_grown:
+        if grown_since is not None:
             added = sum(1 for m in group_members if new_sources.intersection(m.source_ids))
             if added < max(MIN_GROUP, RESPLIT_SHARE * len(group_members)):
                 continue

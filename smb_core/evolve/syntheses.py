@@ -69,7 +69,8 @@ must list in "cites" the ids (like clm-1a2b) of every claim it rests on. Do not 
 
 
 def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edge]]:
-    """Syntheses for the themes this cycle touched first, then the best-covered ones, at most MAX_SYNTHESES."""
+    """Syntheses for the themes this cycle touched first, then (with global passes) the best-covered
+    ones, at most MAX_SYNTHESES."""
     themes = _themes(bank, cycle)
     candidates = _theme_claims(bank, [t[0] for t in themes])
     vectors = bank.vectors.get_embeddings(sorted({c.id for cs in candidates.values() for c in cs}))
@@ -221,7 +222,8 @@ def _synthesis(bank: Bank, cycle: Cycle, theme: str, title: str,
 
 def _references(db, claims: list[str]) -> list[tuple[str, str, str, str, str]]:
     """(claim, node, title, type, entity kind) for what each claim references, merged members mapped to
-    their canonical object. Index lookups by id: the bank-wide REFS join cost a quarter second per call."""
+    their canonical object. `claims` are active claim ids (REFS checks that; callers pass only those).
+    Index lookups by id: the bank-wide REFS join cost a quarter second per call."""
     if not claims:
         return []
     where, params = id_filter("head", claims)

@@ -35,17 +35,21 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     syntheses, syn_edges = build_syntheses(bank, cycle)
     bank.write(syntheses, syn_edges, run_id=cycle.run_id)
     retired += retire_stale(bank, cycle, "synthesis", [*syntheses, *still_valid(bank)])
-    levels = Counter(a.level for a in abstractions)
     result.counts = {
-        "abstractions": len(abstractions),
-        **{f"abstractions_level_{level}": n for level, n in sorted(levels.items())},
-        "meta_concepts": len(metas),
         "syntheses": len(syntheses),
         "syntheses_llm": sum(s.method == "llm" for s in syntheses),
         "synthesis_statements": sum(len(s.statements) for s in syntheses),
-        "discovered_relationships": len(found),
         "layer4_superseded": retired,
+        "global_passes": int(cycle.global_passes),
     }
+    if cycle.global_passes:  # a skipped pass has no counts (not zeros that would read as "none left")
+        levels = Counter(a.level for a in abstractions)
+        result.counts.update({
+            "abstractions": len(abstractions),
+            **{f"abstractions_level_{level}": n for level, n in sorted(levels.items())},
+            "meta_concepts": len(metas),
+            "discovered_relationships": len(found),
+        })
     result.summary += [digest_line(bank, f"abstraction (level {a.level})", a) for a in abstractions[:8]]
     result.summary += [digest_line(bank, "meta-concept", m) for m in metas[:5]]
     result.summary += [digest_line(bank, "synthesis", s) for s in syntheses[:10]]

@@ -295,6 +295,8 @@ def id_filter(column: str, values: Sequence[str]) -> tuple[str, list]:
     150k rows that is ~2 ms instead of a ~12 ms scan. Longer lists bind one parameter (a scan is as
     fast then). Constants are quoted by doubling quotes, so any string is safe."""
     values = list(values)
+    if not values:
+        return "false", []
     if len(values) > INDEX_LOOKUP_MAX:
         return f"{column} IN (SELECT unnest(?))", [values]
     return f"{column} IN ({', '.join(_quote(v) for v in values)})", []

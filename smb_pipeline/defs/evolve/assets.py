@@ -36,7 +36,7 @@ def _layer(name: str, dep, code_version: str, kinds: set[str]):
                 group_name="evolve", kinds=kinds)
 
 
-@dg.asset(**_layer("semantic", extracted, "semantic-1", {"networkx", "duckdb"}))
+@dg.asset(**_layer("semantic", extracted, "semantic-2", {"networkx", "duckdb"}))
 def semantic(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.MaterializeResult:
     """Layer 2: duplicates across documents merged into canonical entities and concepts (members keep
     a pointer; merges are recorded and can be undone), overloaded concepts split into senses, taxonomy,
@@ -46,14 +46,14 @@ def semantic(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.
     return result
 
 
-@dg.asset(**_layer("reflective", semantic, "reflective-2", {"duckdb", "chromadb"}))
+@dg.asset(**_layer("reflective", semantic, "reflective-3", {"duckdb", "chromadb"}))
 def reflective(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.MaterializeResult:
     """Layer 3: contradictions between claims (first-class, never deleted, each with a research
     question) and insights that cite their evidence."""
     return _run_phase(context, bank, "reflective layer", reflective_phase.run)[2]
 
 
-@dg.asset(**_layer("synthetic", reflective, "synthetic-1", {"networkx", "duckdb"}))
+@dg.asset(**_layer("synthetic", reflective, "synthetic-2", {"networkx", "duckdb"}))
 def synthetic(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg.MaterializeResult:
     """Layer 4: abstractions over communities and taxonomy, syntheses of claims from three or more
     documents (every statement cited), and relationships no single document states."""
