@@ -2,8 +2,9 @@
 
 The community graph links canonical objects that are referenced by the same claims; it is small
 compared with the whole graph (one node per distinct thing, not per mention), so recomputing it
-is a bounded global pass (run when due, see `cycle.GLOBAL_REFRESH_SHARE`). A community's id is derived from its most central members, so
-it stays the same across cycles while its core membership does.
+is a bounded global pass (run when due, see `cycle.GLOBAL_REFRESH_SHARE`). A community's id is
+derived from its most central members, so it stays the same across cycles while its core
+membership does.
 """
 
 from __future__ import annotations

@@ -134,10 +134,10 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
 
 
 def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None) -> int:
-    """A pass that recomputes a whole set (a global pass: clusters, communities, bridge insights...;
-    or the syntheses still standing) retires what it no longer produces. Active objects of `type` not in
-    `current` are superseded, not deleted: each
-    keeps its file and points (`evolves_into`) to the new grouping that took most of its members."""
+    """A pass that recomputes a whole set (a global pass such as clusters or communities, or the
+    syntheses still standing) retires what it no longer produces: active objects of `type` not in
+    `current` are superseded, not deleted; each keeps its file and points (`evolves_into`) to the
+    new grouping that took most of its members."""
     keep = {o.id for o in current}
     with bank.reading() as db:
         stale = [o for o in db.list_objects(type=type, status="active", limit=1_000_000) if o.id not in keep
