@@ -390,6 +390,11 @@ def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
     assert store.existing(["clm-cat", "nope"]) == {"clm-cat"}
     store.update_metadata(["clm-cat"], [{"type": "clm", "status": "superseded"}])
     assert [h[0] for h in store.query(query, k=4, where={"status": "active"})][0] != "clm-cat"
+    live = {"status": {"$in": ["active", "merged"]}}  # filtered on our side of an unfiltered search
+    assert "clm-cat" not in [h[0] for h in store.query_with_source(query, 4, live)]
+    store.update_metadata(["clm-cat"], [{"type": "clm", "status": "merged"}])
+    assert store.query_with_source(query, 1, live)[0][0] == "clm-cat"
+    assert [h[0] for h in store.query_many([query], 4, {"$and": [live, {"type": "ent"}]})[0]] == ["ent-lisbon"]
     again = store.get_embeddings(["clm-cat"])["clm-cat"]
     assert again.shape == (384,) and abs(float(again @ embedder.embed([texts["clm-cat"]])[0]) - 1) < 1e-4
 

@@ -81,7 +81,10 @@ class RecallEngine:
 
     def _vector_documents(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         best: dict[str, float] = {}
-        for _, similarity, source in self.bank.vectors.query_with_source(vector, k, {"status": "active"}):
+        # A mention merged into a canonical object, or a concept split into senses, still says what its
+        # document is about; only superseded and deprecated objects are left out.
+        live = {"status": {"$in": ["active", "merged", "split"]}}
+        for _, similarity, source in self.bank.vectors.query_with_source(vector, k, live):
             if source and similarity > best.get(source, -1.0):
                 best[source] = similarity
         return sorted(best.items(), key=lambda kv: -kv[1])[:k]

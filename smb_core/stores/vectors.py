@@ -22,20 +22,29 @@ COLLECTION = "smb-memory"
 BATCH = 2000
 
 
-def _equalities(where: dict[str, Any] | None) -> dict[str, Any] | None:
-    """{"a": 1, "b": 2} or {"$and": [{"a": 1}, {"b": 2}]} as a plain dict; None for anything else."""
+def _equalities(where: dict[str, Any] | None) -> dict[str, tuple] | None:
+    """{"a": 1, "b": {"$in": [2, 3]}} or {"$and": [{"a": 1}, ...]} as {key: allowed values}; None for
+    any other filter (Chroma applies those itself)."""
     if not where:
         return {}
     items = where["$and"] if set(where) == {"$and"} else [{k: v} for k, v in where.items()]
-    out: dict[str, Any] = {}
+    out: dict[str, tuple] = {}
     for item in items:
         if len(item) != 1:
             return None
         (key, value), = item.items()
-        if key.startswith("$") or isinstance(value, dict):
+        if isinstance(value, dict) and set(value) == {"$in"}:
+            value = tuple(value["$in"])
+        elif key.startswith("$") or isinstance(value, dict):
             return None
+        else:
+            value = (value,)
         out[key] = value
     return out
+
+
+def _matches(metadata: dict[str, Any] | None, wanted: dict[str, tuple]) -> bool:
+    return all((metadata or {}).get(key) in allowed for key, allowed in wanted.items())
 
 
 class VectorStore:
@@ -118,8 +127,7 @@ class VectorStore:
             result = self.collection.query(query_embeddings=embeddings[start : start + per_call], n_results=fetch,
                                            where=chroma_where, include=["distances", "metadatas"])
             for ids, dists, metas in zip(result["ids"], result["distances"], result["metadatas"]):
-                rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas)
-                        if not wanted or all((m or {}).get(key) == value for key, value in wanted.items())]
+                rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas) if not wanted or _matches(m, wanted)]
                 out.append(rows[:k])
         return out
 
@@ -138,8 +146,7 @@ class VectorStore:
             return self._query(embedding, min(k, count), where)
         fetch = k
         while True:
-            found = [(i, s, m) for i, s, m in self._query(embedding, min(fetch, count), None)
-                     if all(m.get(key) == value for key, value in wanted.items())]
+            found = [(i, s, m) for i, s, m in self._query(embedding, min(fetch, count), None) if _matches(m, wanted)]
             if len(found) >= k or fetch >= count or fetch >= 50 * k:
                 break
             fetch *= 4
