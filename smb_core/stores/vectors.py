@@ -22,7 +22,7 @@ COLLECTION = "smb-memory"
 BATCH = 2000
 
 
-def _equalities(where: dict[str, Any] | None) -> dict[str, tuple] | None:
+def _allowed_values(where: dict[str, Any] | None) -> dict[str, tuple] | None:
     """{"a": 1, "b": {"$in": [2, 3]}} or {"$and": [{"a": 1}, ...]} as {key: allowed values}; None for
     any other filter (Chroma applies those itself)."""
     if not where:
@@ -114,12 +114,12 @@ class VectorStore:
     def query_many(self, embeddings: list[np.ndarray], k: int, where: dict[str, Any] | None = None,
                    over: int = 4) -> list[list[tuple[str, float]]]:
         """Nearest objects for each of several vectors, as lists of (id, cosine similarity), in batched
-        queries. Equality filters are applied to `over` x k fetched results (see `query_with_source`);
+        queries. Simple filters (equality, `$in`) are applied to `over` x k fetched results (see `query_with_source`);
         these lists are candidates, so a rare filter may return fewer than k."""
         count = self.count()
         if count == 0 or not embeddings:
             return [[] for _ in embeddings]
-        wanted = _equalities(where)
+        wanted = _allowed_values(where)
         fetch, chroma_where = (min(over * k, count), None) if wanted is not None else (min(k, count), where)
         out: list[list[tuple[str, float]]] = []
         per_call = max(1, min(500, 20_000 // fetch))  # results per call stay under SQLite's variable limit
@@ -127,7 +127,7 @@ class VectorStore:
             result = self.collection.query(query_embeddings=embeddings[start : start + per_call], n_results=fetch,
                                            where=chroma_where, include=["distances", "metadatas"])
             for ids, dists, metas in zip(result["ids"], result["distances"], result["metadatas"]):
-                rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas) if not wanted or _matches(m, wanted)]
+                rows = [(i, 1.0 - d) for i, d, m in zip(ids, dists, metas) if _matches(m, wanted)]
                 out.append(rows[:k])
         return out
 
@@ -135,13 +135,13 @@ class VectorStore:
                           where: dict[str, Any] | None = None) -> list[tuple[str, float, str]]:
         """Nearest objects as (id, cosine similarity, first source document id), best first.
 
-        Simple equality filters (e.g. {"status": "active", "type": "claim"}) are applied to an
+        Simple filters (equality or `$in`, e.g. {"status": "active", "type": "claim"}) are applied to an
         over-fetched candidate list here: Chroma's metadata pre-filter costs about a second at 150k
         vectors, the unfiltered HNSW search a few milliseconds."""
         count = self.count()
         if count == 0:
             return []
-        wanted = _equalities(where)
+        wanted = _allowed_values(where)
         if wanted is None:  # a filter we cannot apply ourselves: let Chroma do it
             return self._query(embedding, min(k, count), where)
         fetch = k
