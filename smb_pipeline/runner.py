@@ -1,6 +1,7 @@
 """Runs the pipeline's jobs in-process for the CLI, against a persistent Dagster home inside the bank,
 so that runs started from the command line show up in the Dagster UI later (`smb ui`)."""
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,10 +9,15 @@ from pathlib import Path
 import dagster as dg
 
 from smb_core.corpus import contiguous_ranges, scan
+from smb_core.fsutil import atomic_write_text
 from smb_core.settings import Settings
 
-DAGSTER_YAML = """\
-# Written by `smb`. Runs that write the memory bank share the pool `smb_bank`, one at a time.
+#: How the instance config `smb` writes begins. A config that starts so is smb's to keep current
+#: (new defaults, a moved bank); delete that first line to keep your own edits.
+OURS = "# Written by `smb`"
+
+#: Instance settings `smb` needs in every Dagster home (deploy/dagster-postgres.yaml repeats them).
+RUN_LIMITS = """\
 telemetry:
   enabled: false
 concurrency:
@@ -24,6 +30,20 @@ concurrency:
       - key: smb/writer
         limit: 1
 """
+
+
+def instance_yaml(home: Path) -> str:
+    """smb's dagster.yaml for a home on local SQLite: the run limits, and the event log that writes a
+    range run's per-partition events in batches (smb_pipeline/event_log.py; same files as Dagster's)."""
+    events = Path(home).resolve() / "history" / "runs"
+    return (f"{OURS}; rewritten when its defaults change or the bank moves (delete this line to keep edits).\n"
+            f"{RUN_LIMITS}"
+            "event_log_storage:\n"
+            "  module: smb_pipeline.event_log\n"
+            "  class: BatchedSqliteEventLogStorage\n"
+            "  config:\n"
+            f"    base_dir: {json.dumps(str(events) + os.sep)}\n")
+
 
 #: Documents per in-process run; each run is one Dagster run with a partition range.
 DOCUMENTS_PER_RUN = 5000
@@ -39,12 +59,14 @@ def use_compact_planned_events() -> None:
 
 def dagster_home(bank_dir: Path) -> Path:
     """`$DAGSTER_HOME` when it is set (e.g. an instance shared by several machines on PostgreSQL, see
-    deploy/dagster-postgres.yaml), else `<bank>/.dagster`; given smb's instance config if it has none."""
+    deploy/dagster-postgres.yaml), else `<bank>/.dagster`; given smb's instance config if it has none
+    (or an outdated one that smb wrote)."""
     home = Path(os.environ.get("DAGSTER_HOME") or Path(bank_dir).resolve() / ".dagster")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    current, wanted = (config.read_text() if config.exists() else None), instance_yaml(home)
+    if current is None or (current.startswith(OURS) and current != wanted):
+        atomic_write_text(config, wanted, durable=True)
     return home
 
 

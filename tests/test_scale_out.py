@@ -29,7 +29,7 @@ from smb_core.corpus import scan
 from smb_core.settings import Settings, get_settings
 from smb_pipeline.defs.ingest.sensors import range_tags
 from smb_pipeline.defs.partitions import documents
-from smb_pipeline.runner import DAGSTER_YAML, dagster_home, instance_for, run_ingest
+from smb_pipeline.runner import RUN_LIMITS, dagster_home, instance_for, instance_yaml, run_ingest
 from tests.conftest import REPO, write_doc
 
 DEPLOY = REPO / "deploy"
@@ -118,7 +118,8 @@ def test_smb_uses_dagster_home_when_set_and_the_bank_home_otherwise(tmp_path, mo
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     bank = tmp_path / "bank"
     assert dagster_home(bank) == bank.resolve() / ".dagster"
-    assert (bank / ".dagster" / "dagster.yaml").read_text() == DAGSTER_YAML
+    home = bank.resolve() / ".dagster"
+    assert (home / "dagster.yaml").read_text() == instance_yaml(home)
 
     shared = tmp_path / "shared-home"
     shared.mkdir()
@@ -129,12 +130,30 @@ def test_smb_uses_dagster_home_when_set_and_the_bank_home_otherwise(tmp_path, mo
     assert not (tmp_path / "other-bank").exists()
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "new-home"))  # an empty home gets smb's config
-    assert (dagster_home(bank) / "dagster.yaml").read_text() == DAGSTER_YAML
+    assert (dagster_home(bank) / "dagster.yaml").read_text() == instance_yaml(tmp_path / "new-home")
+
+
+def test_smb_keeps_its_own_instance_config_current_and_leaves_edited_ones_alone(tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    old = tmp_path / "old-bank"
+    config = dagster_home(old) / "dagster.yaml"
+    config.write_text("# Written by `smb`. Runs that write the memory bank share the pool `smb_bank`.\n" + RUN_LIMITS)
+    assert (dagster_home(old) / "dagster.yaml").read_text() == instance_yaml(old / ".dagster")  # upgraded
+
+    moved = tmp_path / "moved-bank"
+    old.rename(moved)
+    home = dagster_home(moved)
+    assert str(moved / ".dagster" / "history" / "runs") in (home / "dagster.yaml").read_text()
+    assert str(old) not in (home / "dagster.yaml").read_text()
+
+    edited = RUN_LIMITS.replace("limit: 1", "limit: 2")  # the user deleted smb's first line and edited
+    (home / "dagster.yaml").write_text(edited)
+    assert (dagster_home(moved) / "dagster.yaml").read_text() == edited
 
 
 def test_the_postgres_instance_config_keeps_smbs_run_limits():
     deploy = yaml.safe_load((DEPLOY / "dagster-postgres.yaml").read_text())
-    ours = yaml.safe_load(DAGSTER_YAML)
+    ours = yaml.safe_load(RUN_LIMITS)
     assert set(deploy) == set(ours) | {"storage"}
     assert {k: deploy[k] for k in ours} == ours
     connection = deploy["storage"]["postgres"]["postgres_db"]
@@ -296,7 +315,7 @@ def test_ingest_steps_run_on_a_celery_worker(redis_url, settings, tmp_path):
     # Only the worker knows where the bank and corpus are: the orchestrating process never opens them.
     worker_env = base | {"SMB_MEMORY_BANK_DIR": str(settings.memory_bank_dir), "SMB_KBMD_DIR": str(settings.kbmd_dir)}
     home.mkdir()
-    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    (home / "dagster.yaml").write_text(instance_yaml(home))
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(documents.name, keys)  # what the kbmd sensor does first
 
