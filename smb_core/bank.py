@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from smb_core.embed import Embedder, get_embedder
 from smb_core.fsutil import atomic_write_text
 from smb_core.locking import BankLock
@@ -151,8 +153,10 @@ class Bank:
             self._store_objects(db, objects, embed=False)
             return len(objects)
 
-    def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None) -> None:
-        """Put objects (and edges) into all four stores with shared ids. Embeds before taking the lock."""
+    def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
+              vectors: np.ndarray | None = None) -> None:
+        """Put objects (and edges) into all four stores with shared ids. Embeds before taking the lock,
+        unless the caller passes `vectors` (one row per object, from `embed_objects`)."""
         for obj in objects:
             if isinstance(obj, SourceDocument) or obj.layer == 0:
                 raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
@@ -160,10 +164,18 @@ class Bank:
                 obj.run_id = run_id
             obj.embedding_id = obj.id
             obj.graph_node_id = obj.id if obj.node is not None else None
-        vectors = self.embedder.embed([o.text() for o in objects]) if objects else None
+        if vectors is None:
+            vectors = self.embed_objects(objects)
+        elif len(vectors) != len(objects):
+            raise ValueError(f"{len(vectors)} vectors for {len(objects)} objects")
         with self.writing() as db:
             self._store_objects(db, objects, vectors=vectors)
             self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
+
+    def embed_objects(self, objects: Sequence[MemoryObject]) -> np.ndarray:
+        """The vectors `write` stores for these objects (thread-safe, no lock: callers may embed one
+        batch while writing the previous one)."""
+        return self.embedder.embed([o.text() for o in objects])
 
     def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject], vectors=None,
                        embed: bool = True) -> None:

@@ -31,7 +31,7 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2-onnx-int8"
     dim = 384
 
-    def __init__(self, batch_size: int = 64, max_tokens: int = 256, cache_size: int = 50_000) -> None:
+    def __init__(self, batch_size: int = 16, max_tokens: int = 256, cache_size: int = 50_000) -> None:
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()

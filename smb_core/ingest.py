@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,36 +126,53 @@ def _versions_to_supersede(db, partition_keys: list[str]) -> dict[str, list[Sour
 
 def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run_id: str | None = None,
                     batch_size: int = 64, force: bool = False) -> ExtractionSummary:
-    """Extract layer-1 objects from layer-0 versions, in batches, writing each batch to all four stores."""
+    """Extract layer-1 objects from layer-0 versions, in batches, writing each batch to all four stores.
+
+    Embedding a batch (ONNX, which leaves Python's GIL) overlaps with parsing the next one and writing
+    the previous one, so both cores stay busy; batches are still written one after another, in order.
+    """
     summary = ExtractionSummary()
     version = getattr(extractor, "version", extractor.name)
     with bank.reading() as db:
         done = set() if force else bank.extracted_sources(db, source_ids, version)
     todo = [s for s in source_ids if s not in done]
     summary.skipped = len(source_ids) - len(todo)
-    for start in range(0, len(todo), batch_size):
-        batch_ids = todo[start : start + batch_size]
-        with bank.reading() as db:
-            docs = [d for d in (db.get_source(i) for i in batch_ids) if d is not None]
-        texts = [bank.read_source_text(doc) for doc in docs]
-        items = list(zip(docs, texts))
-        extractions = _run_extractor(extractor, items)
-        objects = [o for e in extractions for o in e.objects()]
-        bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id)
-        with bank.writing():
-            bank.set_document_names([(doc.id, name, weight) for doc, text, extraction in zip(docs, texts, extractions)
-                                     for name, weight in (extraction.names
-                                                          or document_names(authored_title(doc, text), None))])
-            for doc, extraction in zip(docs, extractions):
-                bank.record_extraction(doc.id, version, extraction.extractor, extraction.counts(), run_id)
-        for doc, extraction in zip(docs, extractions):
-            summary.documents += 1
-            summary.counts.update(extraction.counts())
-            summary.extractors[extraction.extractor] += 1
-            summary.object_ids.extend(o.id for o in extraction.objects())
-            if len(summary.preview) < 12:
-                summary.preview.append(_preview(doc, extraction))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding:
+        pending = None
+        for start in range(0, len(todo), batch_size):
+            with bank.reading() as db:
+                docs = [d for d in (db.get_source(i) for i in todo[start : start + batch_size]) if d is not None]
+            items = [(doc, bank.read_source_text(doc)) for doc in docs]
+            extractions = _run_extractor(extractor, items)
+            objects = [o for e in extractions for o in e.objects()]
+            vectors = embedding.submit(bank.embed_objects, objects)
+            if pending is not None:
+                _store_batch(bank, *pending, version, run_id, summary)
+            pending = (items, extractions, objects, vectors)
+        if pending is not None:
+            _store_batch(bank, *pending, version, run_id, summary)
     return summary
+
+
+def _store_batch(bank: Bank, items: list[tuple[SourceDocument, str]], extractions: list[Extraction],
+                 objects: list, vectors: Future, version: str, run_id: str | None,
+                 summary: ExtractionSummary) -> None:
+    """Write one extracted batch in one session: objects, edges, document names, extraction records."""
+    rows = vectors.result()  # before taking the lock: other processes wait only for the writes
+    with bank.writing():
+        bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id, vectors=rows)
+        bank.set_document_names([(doc.id, name, weight) for (doc, text), extraction in zip(items, extractions)
+                                 for name, weight in (extraction.names
+                                                      or document_names(authored_title(doc, text), None))])
+        for (doc, _), extraction in zip(items, extractions):
+            bank.record_extraction(doc.id, version, extraction.extractor, extraction.counts(), run_id)
+    for (doc, _), extraction in zip(items, extractions):
+        summary.documents += 1
+        summary.counts.update(extraction.counts())
+        summary.extractors[extraction.extractor] += 1
+        summary.object_ids.extend(o.id for o in extraction.objects())
+        if len(summary.preview) < 12:
+            summary.preview.append(_preview(doc, extraction))
 
 
 def _run_extractor(extractor: Extractor, items: list[tuple[SourceDocument, str]]) -> list[Extraction]:

@@ -171,6 +171,33 @@ def test_a_crash_during_extraction_is_repaired_by_rerunning_it(bank: Bank, monke
     assert _counts(bank) == counts
 
 
+def test_an_embedding_failure_in_the_background_stops_extraction_after_the_batches_before_it(bank: Bank,
+                                                                                             monkeypatch):
+    corpus = bank.settings.kbmd_dir
+    for i in range(5):
+        write_doc(corpus, f"note-{i}.md", f"# Note {i}\n\nAda Lovelace wrote note {i} in London.\n")
+    ids = [o.source_id for o in ingest_sources(bank, scan(corpus), corpus)]
+    original, calls = type(bank.embedder).embed, []
+
+    def fails_on_second_batch(self, texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("embedder died (injected)")
+        return original(self, texts)
+
+    monkeypatch.setattr(type(bank.embedder), "embed", fails_on_second_batch)
+    with pytest.raises(RuntimeError, match="injected"):
+        extract_sources(bank, ids, NLPExtractor(), batch_size=2)
+    with bank.reading() as db:
+        done = bank.extracted_sources(db, ids, NLPExtractor.version)
+    assert done == set(ids[:2])  # the first batch is stored; nothing of the failed one or after it
+    assert bank.check_consistency()["consistent"] is True
+
+    summary = extract_sources(bank, ids, NLPExtractor(), batch_size=2)
+    assert (summary.documents, summary.skipped) == (3, 2)
+    assert bank.check_consistency()["consistent"] is True
+
+
 # ---- layer 0 is immutable ---------------------------------------------------------------------
 
 
