@@ -231,11 +231,12 @@ class Bank:
             db.insert_rows("rejections", ["partition_key", "path", "reason", "run_id"],
                            [(*r, run_id) for r in rejections])
 
-    def record_extraction(self, source_id: str, version: str, extractor: str, counts: dict[str, int],
-                          run_id: str | None) -> None:
+    def record_extractions(self, rows: Sequence[tuple[str, str, str, dict[str, int], str | None]]) -> None:
+        """(source id, extractor version, extractor, counts per type, run id): these versions are extracted."""
         with self.writing() as db:
-            db.con.execute("INSERT OR REPLACE INTO extractions (source_id, version, extractor, counts, run_id) "
-                           "VALUES (?,?,?,?,?)", [source_id, version, extractor, json.dumps(counts), run_id])
+            db.insert_rows("extractions", ["source_id", "version", "extractor", "counts", "run_id"],
+                           [(sid, version, name, json.dumps(counts), run) for sid, version, name, counts, run in rows],
+                           replace=True)
 
     def set_document_names(self, names: Sequence[tuple[str, str, float]]) -> None:
         """(source id, name, weight) rows: what each document is about, for entity linking in recall."""

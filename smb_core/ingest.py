@@ -164,8 +164,8 @@ def _store_batch(bank: Bank, items: list[tuple[SourceDocument, str]], extraction
         bank.set_document_names([(doc.id, name, weight) for (doc, text), extraction in zip(items, extractions)
                                  for name, weight in (extraction.names
                                                       or document_names(authored_title(doc, text), None))])
-        for (doc, _), extraction in zip(items, extractions):
-            bank.record_extraction(doc.id, version, extraction.extractor, extraction.counts(), run_id)
+        bank.record_extractions([(doc.id, version, extraction.extractor, extraction.counts(), run_id)
+                                 for (doc, _), extraction in zip(items, extractions)])
     for (doc, _), extraction in zip(items, extractions):
         summary.documents += 1
         summary.counts.update(extraction.counts())
