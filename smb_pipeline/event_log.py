@@ -28,10 +28,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         return cls(inst_data=inst_data, **config_value)
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        kinds = {e.dagster_event_type for e in events if e.is_dagster_event}
-        run_ids = {e.run_id for e in events}
-        if len(events) < 2 or len(kinds) != 1 or not kinds <= _BATCHED or len(run_ids) != 1 \
-                or not all(e.is_dagster_event and e.get_dagster_event().asset_key for e in events):
+        if not _one_run_one_kind_of_asset_event(events):
             super().store_event_batch(events)
             return
         insert = self.prepare_insert_event_batch(events)
@@ -45,3 +42,12 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             last_by_key = {e.get_dagster_event().asset_key: (e, i) for e, i in zip(events, event_ids)}
             for event, event_id in last_by_key.values():
                 self._store_asset_event(conn, event, event_id)
+
+
+def _one_run_one_kind_of_asset_event(events: Sequence[EventLogEntry]) -> bool:
+    """What a range run hands over: several materializations (or observations) of assets, one run.
+    One kind only, so the last event per asset is the one its asset row must point at."""
+    return (len(events) > 1 and len({e.run_id for e in events}) == 1
+            and len({e.dagster_event_type for e in events}) == 1
+            and all(e.is_dagster_event and e.dagster_event_type in _BATCHED and e.get_dagster_event().asset_key
+                    for e in events))
