@@ -107,6 +107,25 @@ def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(ban
     assert result.groups == 1 and result.merged_members == count
 
 
+def test_a_names_context_vector_is_its_sentences_stored_claim_vector(bank: Bank, settings, monkeypatch) -> None:
+    for name, text in DOCS.items():
+        write_doc(settings.kbmd_dir, name, text)
+    _ingest(bank, settings.kbmd_dir)
+    with bank.reading() as db:
+        described = [o for o in db.list_objects(type="entity", limit=1000) if o.description]
+        statements = {c.statement for c in db.list_objects(type="claim", limit=1000)}
+    reused = [o for o in described if o.description in statements]
+    assert reused and len(reused) < len(described)  # some sentences are claims, some (no verb) are not
+    embedded: list[str] = []
+    real_embed = bank.embedder.embed
+    monkeypatch.setattr(bank.embedder, "embed", lambda texts: embedded.extend(texts) or real_embed(texts))
+    vectors = merge._context_vectors(bank, described)
+    assert set(vectors) == {o.id for o in described}
+    assert sorted(embedded) == sorted(o.description for o in described if o not in reused)
+    fresh = real_embed([o.description for o in reused])
+    assert all(float(vectors[o.id] @ v) > 0.99 for o, v in zip(reused, fresh))
+
+
 def test_rerunning_a_merge_changes_nothing(evolved) -> None:
     bank, _ = evolved
     before = bank.status()

@@ -394,7 +394,8 @@ def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
     assert "clm-cat" not in [h[0] for h in store.query_with_source(query, 4, live)]
     store.update_metadata(["clm-cat"], [{"type": "clm", "status": "merged"}])
     assert store.query_with_source(query, 1, live)[0][0] == "clm-cat"
-    assert [h[0] for h in store.query_many([query], 4, {"$and": [live, {"type": "ent"}]})[0]] == ["ent-lisbon"]
+    assert [h[0] for h in store.query_many([query], 4, "ent-")[0]] == ["ent-lisbon"]
+    assert [h[0] for h in store.query_many([query], 4)[0]][0] == "clm-cat"  # no prefix: every type
     again = store.get_embeddings(["clm-cat"])["clm-cat"]
     assert again.shape == (384,) and abs(float(again @ embedder.embed([texts["clm-cat"]])[0]) - 1) < 1e-4
 
@@ -403,11 +404,11 @@ def test_query_many_answers_hundreds_of_queries_with_a_large_over_fetch(tmp_path
     store = VectorStore(tmp_path / "chroma")
     vectors = np.random.default_rng(0).normal(size=(400, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    store.upsert([f"clm-{i:03d}" for i in range(400)], vectors,
-                 [{"type": "claim" if i % 4 == 0 else "entity", "status": "active"} for i in range(400)])
-    found = store.query_many(list(vectors[:500]) * 2, 20, {"type": "claim"}, over=8)  # 800 queries
+    ids = [f"{'clm' if i % 4 == 0 else 'ent'}-{i:03d}" for i in range(400)]
+    store.upsert(ids, vectors, [{"type": "claim" if i % 4 == 0 else "entity", "status": "active"} for i in range(400)])
+    found = store.query_many(list(vectors[:500]) * 2, 20, "clm-", over=8)  # 800 queries
     assert len(found) == 800
-    assert all(rows and all(int(i.split("-")[1]) % 4 == 0 for i, _ in rows) for rows in found)
+    assert all(rows and all(i.startswith("clm-") and int(i.split("-")[1]) % 4 == 0 for i, _ in rows) for rows in found)
     assert [rows[0][0] for rows in found[:400:4]] == [f"clm-{i:03d}" for i in range(0, 400, 4)]
 
 

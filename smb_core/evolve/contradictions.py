@@ -2564,9 +2564,10 @@ def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: in
         vectors = bank.vectors.get_embeddings(list(new))
     except Exception:  # noqa: BLE001 - a missing vector store only loses the ANN half of the candidates
         return
-    where = {"$and": [{"type": "claim"}, {"status": "active"}]}
     ids = sorted(vectors)  # batched queries: one query per claim cost most of the phase on 150k vectors
-    for cid, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], k + 1, where, over=8)):
+    # any claim: the caller keeps only active ones (it reads every candidate from DuckDB anyway)
+    for cid, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], k + 1, f"{Claim.id_prefix}-",
+                                                       over=8)):
         out.setdefault(cid, set()).update(other for other, _score in found if other != cid)
 
 

@@ -17,13 +17,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
 from smb_core.bank import Bank
 from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
-from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
+from smb_core.extract.base import QUALIFIER, blocking_keys, claim_id, normalise_name, partner_keys
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
-    stable_id,
+    model_for, stable_id,
 )
 
 NAME_SIMILAR = 0.88
@@ -133,6 +135,40 @@ def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
     return out
 
 
+def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> dict[str, list[str]]:
+    """Layer-1 objects of the same type whose name vectors are close (VECTOR_SIMILAR) to each new one's.
+
+    An entity's or concept's vector embeds its name alone, so objects of one name share one vector: the
+    index is asked once per (type, name), not once per object (a third fewer queries on 2wiki)."""
+    asked: dict[tuple[str, str], list[str]] = defaultdict(list)  # (type, name) -> the new objects it stands for
+    for oid, obj in new.items():
+        if oid in vectors:
+            asked[(obj.type.value, obj.text())].append(oid)
+    out: dict[str, list[str]] = {}
+    for type_ in sorted({t for t, _ in asked}):
+        keys = [key for key in asked if key[0] == type_]
+        prefix = f"{model_for(type_).id_prefix}-"  # layer-1 ids only: canonical objects have their own prefix
+        found = bank.vectors.query_many([vectors[asked[key][0]] for key in keys], ANN_NEIGHBOURS, prefix)
+        for key, hits in zip(keys, found):
+            close = [other for other, similarity in hits if similarity >= VECTOR_SIMILAR]
+            for oid in asked[key]:
+                out[oid] = close
+    return out
+
+
+def _context_vectors(bank: Bank, objects: list[MemoryObject]) -> dict[str, np.ndarray]:
+    """Vectors of the objects' descriptions: the sentence each name was first found in. That sentence is
+    usually also a claim of the same document, whose vector the bank already holds (the same text, so the
+    same vector): those are read back, and only the rest are embedded (embedding them all was a tenth of
+    a first cycle)."""
+    claim_of = {o.id: claim_id(o.source_ids[0], o.description) for o in objects if o.source_ids}
+    stored = bank.vectors.get_embeddings(sorted(set(claim_of.values())))
+    out = {oid: stored[c] for oid, c in claim_of.items() if c in stored}
+    rest = [o for o in objects if o.id not in out]
+    out.update(zip([o.id for o in rest], bank.embedder.embed([o.description for o in rest])))
+    return out
+
+
 def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, dict]]:
     """Pairs (a, b, score, signals) of layer-1 objects that name the same thing."""
     if not new_ids:
@@ -159,12 +195,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             for k in ks:
                 candidates[oid].update(block.get(k, ()))
         vectors = bank.vectors.get_embeddings(list(new))
-        for type_ in sorted({o.type.value for o in new.values()}):
-            ids = [oid for oid, o in new.items() if o.type.value == type_ and oid in vectors]
-            where = {"$and": [{"type": type_}, {"layer": 1}]}
-            neighbours = bank.vectors.query_many([vectors[i] for i in ids], ANN_NEIGHBOURS, where=where)
-            for oid, found in zip(ids, neighbours):
-                candidates[oid].update(other for other, similarity in found if similarity >= VECTOR_SIMILAR)
+        for oid, found in _similar_names(bank, new, vectors).items():
+            candidates[oid].update(found)
         other_ids = sorted({c for cs in candidates.values() for c in cs} - set(new))
         others = {**new, **db.get_objects(other_ids)}
         context = _neighbour_names(db, sorted(others))
@@ -190,7 +222,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
     undecided = [x for x in scored
                  if decide(x[2], x[3], 0.0, *x[4:]) != decide(x[2], x[3], 1.0, *x[4:])]
     described = sorted({o.id: o for x in undecided for o in x[:2] if o.description}.values(), key=lambda o: o.id)
-    contexts = dict(zip([o.id for o in described], bank.embedder.embed([o.description for o in described])))
+    contexts = _context_vectors(bank, described)
     pairs, borderline = [], {}
     for a, b, names, cosine, shared, multiword, conflict in scored:
         ctx = float(contexts[a.id] @ contexts[b.id]) if a.id in contexts and b.id in contexts else 0.0

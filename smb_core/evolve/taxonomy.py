@@ -92,8 +92,8 @@ def build_clusters(bank: Bank, cycle: Cycle) -> tuple[list[Cluster], list[Edge]]
     ids = [i for i in ids if i in vectors]
     graph = nx.Graph()
     graph.add_nodes_from(ids)
-    where = {"$and": [{"status": "active"}, {"type": "canonical_concept"}]}
-    for node, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], CLUSTER_NEIGHBOURS, where)):
+    prefix = f"{CanonicalConcept.id_prefix}-"  # active ones: `nodes`
+    for node, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], CLUSTER_NEIGHBOURS, prefix)):
         for other, similarity in found:
             if other != node and other in nodes and similarity >= CLUSTER_SIMILARITY:
                 graph.add_edge(node, other)

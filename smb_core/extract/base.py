@@ -98,6 +98,14 @@ def object_id(model: type[MemoryObject], doc: SourceDocument, *parts: str) -> st
     return stable_id(model.id_prefix, doc.id, *parts)
 
 
+def claim_id(source_id: str, statement: str) -> str:
+    """The id of `statement` as a claim of the document version `source_id`: one claim per normalised
+    statement and document (so evolution can find the claim, and its vector, for a sentence)."""
+    from smb_core.model import stable_id
+
+    return stable_id(Claim.id_prefix, source_id, "claim", normalise_name(statement))
+
+
 def authored_title(doc: SourceDocument, text: str) -> str | None:
     """The document's title if its author gave one (a `#` heading or front-matter title), not a file name."""
     from smb_core.extract.markdown_text import front_matter_end

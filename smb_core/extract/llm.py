@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from smb_core.extract.base import Extraction, Extractor, make_span, normalise_name, object_id
+from smb_core.extract.base import Extraction, Extractor, claim_id, make_span, normalise_name, object_id
 from smb_core.llm import LLMError, LLMOutput, OllamaClient
 from smb_core.model import (
     Claim,
@@ -277,7 +277,7 @@ class LLMExtractor:
                     continue
                 span, found = self._span(doc, text, [statement])
                 claims[key] = Claim(
-                    id=object_id(Claim, doc, "claim", key),
+                    id=claim_id(doc.id, item.statement),
                     title=statement if len(statement) <= 120 else statement[:119].rstrip() + "…",
                     statement=statement,
                     subject=_clean(item.subject),

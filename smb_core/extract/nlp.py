@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from smb_core.extract.base import Extraction, authored_title, make_span, normalise_name, object_id
+from smb_core.extract.base import Extraction, authored_title, claim_id, make_span, normalise_name, object_id
 from smb_core.extract.markdown_text import blocks, front_matter_end
 from smb_core.recall.names import document_names
 from smb_core.model import (
@@ -225,7 +225,7 @@ class _DocumentExtraction:
         claim = self.claims.get(key)
         if claim is None:
             claim = Claim(
-                id=object_id(Claim, self.doc, "claim", key), title=_shorten(statement), statement=statement,
+                id=claim_id(self.doc.id, statement), title=_shorten(statement), statement=statement,
                 subject=subject_text, predicate=("not " if negated else "") + root.lemma_,
                 object=_words(obj.subtree) if obj is not None else "", negated=negated,
                 confidence=0.6, source_ids=[self.doc.id], source_spans=[make_span(self.doc, self.text, start, end)],
