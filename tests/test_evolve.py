@@ -10,6 +10,7 @@ import pytest
 from smb_core.bank import Bank
 from smb_core.corpus import scan
 from smb_core.evolve import merge, split, taxonomy
+from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count, retire_stale
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
@@ -119,7 +120,7 @@ def test_a_names_context_vector_is_its_sentences_stored_claim_vector(bank: Bank,
     embedded: list[str] = []
     real_embed = bank.embedder.embed
     monkeypatch.setattr(bank.embedder, "embed", lambda texts: embedded.extend(texts) or real_embed(texts))
-    vectors = merge._context_vectors(bank, described)
+    vectors = context_vectors(bank, described)
     assert set(vectors) == {o.id for o in described}
     assert sorted(embedded) == sorted(o.description for o in described if o not in reused)
     fresh = real_embed([o.description for o in reused])

@@ -17,12 +17,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import numpy as np
-
 from smb_core.bank import Bank
 from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
-from smb_core.extract.base import QUALIFIER, blocking_keys, claim_id, normalise_name, partner_keys
+from smb_core.evolve.contexts import context_vectors
+from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
     model_for, stable_id,
@@ -156,19 +155,6 @@ def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> d
     return out
 
 
-def _context_vectors(bank: Bank, objects: list[MemoryObject]) -> dict[str, np.ndarray]:
-    """Vectors of the objects' descriptions: the sentence each name was first found in. That sentence is
-    usually also a claim of the same document, whose vector the bank already holds (the same text, so the
-    same vector): those are read back, and only the rest are embedded (embedding them all was a tenth of
-    a first cycle)."""
-    claim_of = {o.id: claim_id(o.source_ids[0], o.description) for o in objects if o.source_ids}
-    stored = bank.vectors.get_embeddings(sorted(set(claim_of.values())))
-    out = {oid: stored[c] for oid, c in claim_of.items() if c in stored}
-    rest = [o for o in objects if o.id not in out]
-    out.update(zip([o.id for o in rest], bank.embedder.embed([o.description for o in rest])))
-    return out
-
-
 def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, dict]]:
     """Pairs (a, b, score, signals) of layer-1 objects that name the same thing."""
     if not new_ids:
@@ -222,7 +208,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
     undecided = [x for x in scored
                  if decide(x[2], x[3], 0.0, *x[4:]) != decide(x[2], x[3], 1.0, *x[4:])]
     described = sorted({o.id: o for x in undecided for o in x[:2] if o.description}.values(), key=lambda o: o.id)
-    contexts = _context_vectors(bank, described)
+    contexts = context_vectors(bank, described)
     pairs, borderline = [], {}
     for a, b, names, cosine, shared, multiword, conflict in scored:
         ctx = float(contexts[a.id] @ contexts[b.id]) if a.id in contexts and b.id in contexts else 0.0

@@ -1,7 +1,7 @@
 """Split overloaded canonical concepts: one name used in clearly different senses.
 
-The sentences a concept's mentions come from are embedded and clustered (agglomerative, average
-link). When they fall into two or more well separated groups, each group becomes a focused
+The vectors of the sentences a concept's mentions come from (`contexts`) are clustered (agglomerative,
+average link). When they fall into two or more well separated groups, each group becomes a focused
 sub-concept, linked from the original with `evolves_into`; the original is kept with status `split`.
 """
 
@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 
 from smb_core.bank import Bank
+from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import CanonicalConcept, Edge, EdgeType, Status, stable_id
 from smb_core.recall.lexical import tokenize
@@ -104,6 +105,7 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
         members = db.get_objects(sorted({m for c in concepts.values() for m in c.members}))
     subs, updated, edges = [], [], []
     new_sources = set(grown_since or ())
+    examined = []
     for concept in concepts.values():
         group_members = [members[m] for m in concept.members if m in members and members[m].description]
         if len(group_members) < MIN_MEMBERS or concept.status != Status.ACTIVE:
@@ -112,8 +114,11 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
             added = sum(1 for m in group_members if new_sources.intersection(m.source_ids))
             if added < max(MIN_GROUP, RESPLIT_SHARE * len(group_members)):
                 continue
+        examined.append((concept, group_members))
+    context_of = context_vectors(bank, [m for _, group_members in examined for m in group_members])
+    for concept, group_members in examined:
         contexts = [m.description for m in group_members]
-        vectors = bank.embedder.embed(contexts)
+        vectors = np.stack([context_of[m.id] for m in group_members])
         groups = [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]
         if len(groups) < 2:
             continue
