@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -15,6 +16,7 @@ from smb_core.model import (
     Claim, Concept, Edge, Entity, EntityKind, Insight, Relationship, SourceDocument, SourceSpan, Status,
     from_markdown, stable_id,
 )
+from smb_core.settings import Settings
 from smb_core.stores.metadata import MetadataStore
 from tests.conftest import write_doc
 
@@ -422,3 +424,14 @@ def test_source_ids_are_deterministic(bank: Bank):
     assert again.source_id == outcome.source_id and again.source_id.startswith("src-")
     assert outcome.source_id in {stable_id("src", "lumen.md", outcome.sha256),
                                  stable_id("src", "lumen.md", outcome.sha256, "1")}
+
+
+def test_duckdb_sessions_use_the_configured_memory_limit(tmp_path: Path) -> None:
+    bank = Bank(settings=Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=tmp_path / "kbmd",
+                                  duckdb_memory_limit="300MB"))
+    bank.init()
+    with bank.reading() as db:
+        limit = db.sql("SELECT current_setting('memory_limit')")[0][0]
+    with bank.writing() as db:
+        assert db.sql("SELECT current_setting('memory_limit')")[0][0] == limit
+    assert limit.startswith(("286", "300"))  # DuckDB reports it in MiB/MB ("286.1 MiB")

@@ -97,9 +97,10 @@ _OBJECT_COLUMNS = ["id", "type", "layer", "status", "title", "text", "confidence
 class MetadataStore:
     """Thin typed wrapper over one DuckDB connection (open it with `connect`, close it when done)."""
 
-    def __init__(self, path: Path, read_only: bool = False) -> None:
+    def __init__(self, path: Path, read_only: bool = False, memory_limit: str | None = None) -> None:
         self.path = path
         self.read_only = read_only
+        self.memory_limit = memory_limit
         self.con: duckdb.DuckDBPyConnection | None = None
 
     def connect(self) -> MetadataStore:
@@ -107,7 +108,8 @@ class MetadataStore:
             self.con = duckdb.connect(":memory:")
             self.con.execute(_SCHEMA)
             return self
-        self.con = duckdb.connect(str(self.path), read_only=self.read_only)
+        config = {"memory_limit": self.memory_limit} if self.memory_limit else {}
+        self.con = duckdb.connect(str(self.path), read_only=self.read_only, config=config)
         if not self.read_only and self.path not in _SCHEMA_READY:
             self.con.execute(_SCHEMA)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
