@@ -150,6 +150,19 @@ def test_graph_append_after_a_torn_line_keeps_the_log_readable(tmp_path: Path):
     assert fresh.stats()["edges"] == 5
 
 
+def test_graph_append_by_a_process_that_has_not_read_it_does_not_load_it(tmp_path: Path):
+    directory = tmp_path / "graph"
+    _small_graph(directory).compact()
+    with (directory / "graph.log").open("ab") as handle:  # a torn line longer than one read-back chunk
+        handle.write(b'{"n": [["torn", {"title": "' + b"x" * 200_000)
+    writer = GraphStore(directory)
+    writer.append(nodes=[("h", _node("concept"))], edges=[("h", "a", "e9", _edge("related_to"))])
+    assert writer.graph.number_of_nodes() == 0  # appended to the log only: the snapshot was not read
+    assert writer.log_path.stat().st_size < 1000  # the torn line was cut off
+    assert sorted(writer.ensure_loaded().nodes) == ["a", "b", "c", "d", "e", "f", "h"]
+    assert writer.stats()["edges"] == 5
+
+
 def test_graph_compaction_keeps_everything_and_readers_catch_up(tmp_path: Path):
     directory = tmp_path / "graph"
     writer = _small_graph(directory)

@@ -1,7 +1,8 @@
 """The typed knowledge graph: a networkx MultiDiGraph persisted as a snapshot plus an append-only log.
 
-Appending one JSON line per write batch keeps writes proportional to the batch (not to the graph),
-and a torn last line from a crashed writer is simply ignored. When the log outgrows the snapshot,
+Appending one JSON line per write batch keeps writes proportional to the batch (not to the graph), and
+a process that has not read the graph (an ingest run, an incremental cycle) appends without loading it;
+a torn last line from a crashed writer is simply ignored. When the log outgrows the snapshot,
 a writer folds it into a new snapshot (atomic rename). Replaying is idempotent, so a crash between
 the two steps loses nothing. Readers catch up by replaying only the lines they have not seen.
 """
@@ -75,19 +76,23 @@ class GraphStore:
         }
         if not (batch["n"] or batch["e"] or batch["r"]):
             return
-        self.ensure_loaded()
+        if self._loaded:
+            self._replay_log()  # catch up with other writers, so our copy stays complete
         self.directory.mkdir(parents=True, exist_ok=True)
         line = json.dumps(batch, ensure_ascii=False).encode("utf-8") + b"\n"
-        with self.log_path.open("ab") as handle:
-            if handle.seek(0, os.SEEK_END) > self._log_offset:
+        with self.log_path.open("a+b") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            complete = self._log_offset if self._loaded else _complete_lines_end(handle, end)
+            if end > complete:
                 # A torn last line of a crashed writer: cut it off, or our line would be glued to it.
-                handle.truncate(self._log_offset)
+                handle.truncate(complete)
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
-        self._apply(batch)
-        self._log_offset += len(line)
-        self._log_inode = self.log_path.stat().st_ino
+        if self._loaded:  # a process that has not read the graph yet only appends: it reads the log when it does
+            self._apply(batch)
+            self._log_offset += len(line)
+            self._log_inode = self.log_path.stat().st_ino
         self._maybe_compact()
 
     def _apply(self, batch: dict[str, list]) -> None:
@@ -175,6 +180,19 @@ class GraphStore:
             "edge_types": dict(Counter(t for *_, t in graph.edges(data="edge_type"))),
             "components": nx.number_weakly_connected_components(graph) if graph.number_of_nodes() else 0,
         }
+
+
+def _complete_lines_end(handle, end: int, chunk: int = 65536) -> int:
+    """The offset just past the log's last newline (0 if none): where its complete lines end."""
+    position = end
+    while position > 0:
+        start = max(0, position - chunk)
+        handle.seek(start)
+        newline = handle.read(position - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
 
 
 def _checked_node(attrs: dict[str, Any]) -> dict[str, Any]:
