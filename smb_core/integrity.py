@@ -92,9 +92,12 @@ def contradiction_counts(bank: Bank) -> list[tuple[str, int]]:
                       "WHERE counts IS NOT NULL ORDER BY number")
 
 
-def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), limit: int = 50) -> list[str]:
+def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), run_id: str | None = None,
+                         limit: int = 50) -> list[str]:
     """Citations in active objects of these layers (statements, timeline events, agenda items, plan
-    steps) that name an object or a source span that does not exist."""
+    steps) that name an object or a source span that does not exist. With `run_id`, only in the objects
+    that run wrote: nothing is ever deleted, so what resolved once still does, and a cycle's check costs
+    what the cycle wrote rather than the whole bank."""
     with bank.reading() as db:
         rows = db.sql(
             """
@@ -105,19 +108,19 @@ def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), limit:
                             || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
                             || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
                                                           '[["VARCHAR"]]')), [])) AS s(cite)
-                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active'
+                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
                 UNION ALL
                 SELECT o.id, 'source ' || s.src FROM objects o,
                      unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
                             || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'),
                                         [])) AS s(src)
-                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active'
+                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
             )
             SELECT owner || ' cites ' || ref FROM cited
             WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM objects)
               AND ref NOT IN (SELECT 'source ' || id FROM sources)
             LIMIT $limit
-            """, {"layers": list(layers), "limit": limit})
+            """, {"layers": list(layers), "run": run_id, "limit": limit})
     return [r[0] for r in rows]
 
 

@@ -85,3 +85,5 @@ def test_integrity_finds_a_citation_to_nothing(bank: Bank) -> None:
     assert unresolved_citations(bank) == [f"{plan.id} cites clm-does-not-exist"]
     assert unresolved_citations(bank, layers=(6,)) == [f"{plan.id} cites clm-does-not-exist"]
     assert unresolved_citations(bank, layers=(4,)) == []  # each check looks at its own layers
+    assert unresolved_citations(bank, run_id="run-1") == [f"{plan.id} cites clm-does-not-exist"]
+    assert unresolved_citations(bank, run_id="run-2") == []  # a later cycle's check: what that run wrote

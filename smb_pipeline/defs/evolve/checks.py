@@ -33,9 +33,10 @@ def merged_objects_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=assets.synthetic)
-def layer4_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
-    """Every statement of a synthesis cites an object (and source span) that exists."""
-    return _result(unresolved_citations(bank.open(), layers=(4,)), 1, "citations")
+def layer4_citations_resolve(context: dg.AssetCheckExecutionContext,
+                             bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Every statement of a synthesis this cycle wrote cites an object (and source span) that exists."""
+    return _result(unresolved_citations(bank.open(), layers=(4,), run_id=context.run.run_id), 1, "citations")
 
 
 @dg.asset_check(asset=assets.synthetic)
@@ -45,9 +46,10 @@ def layer4_derives_from_two_or_more(bank: MemoryBankResource) -> dg.AssetCheckRe
 
 
 @dg.asset_check(asset=assets.executive)
-def layers_5_6_citations_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
-    """Timelines, narratives, agenda items and plan steps cite objects that exist."""
-    return _result(unresolved_citations(bank.open(), layers=(5, 6)), 1, "citations")
+def layers_5_6_citations_resolve(context: dg.AssetCheckExecutionContext,
+                                 bank: MemoryBankResource) -> dg.AssetCheckResult:
+    """Timelines, narratives, agenda items and plan steps this cycle wrote cite objects that exist."""
+    return _result(unresolved_citations(bank.open(), layers=(5, 6), run_id=context.run.run_id), 1, "citations")
 
 
 @dg.asset_check(asset=assets.executive)
