@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +76,16 @@ def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edg
     candidates = _theme_claims(bank, [t[0] for t in themes])
     vectors = bank.vectors.get_embeddings(sorted({c.id for cs in candidates.values() for c in cs}))
     client = OllamaClient(bank.settings) if bank.settings.llm == "ollama" else None
+    # One read session for all themes (a session per theme cost seconds of DuckDB opens on a large bank);
+    # not with an LLM, whose answers take long enough that the shared lock would hold up writers.
+    with bank.reading() if client is None else nullcontext():
+        return _synthesise(bank, cycle, themes, candidates, vectors, client)
+
+
+def _synthesise(bank: Bank, cycle: Cycle, themes: list[tuple[str, str, list[str]]],
+                candidates: dict[str, list[Candidate]], vectors: dict[str, np.ndarray],
+                client: OllamaClient | None) -> tuple[list[Synthesis], list[Edge]]:
+    """One synthesis per theme, up to MAX_SYNTHESES (LLM-written where the LLM answers well)."""
     out, edges, used = [], [], set()
     try:
         for theme, title, aliases in themes:
