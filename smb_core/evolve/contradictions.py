@@ -29,6 +29,7 @@ Contradiction object (deterministic id, never rewritten once stored), two `contr
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import threading
 import unicodedata
@@ -466,6 +467,9 @@ class _Sentence:
 _cache_lock = threading.Lock()
 _CACHE: dict[str, _Sentence] = {}
 _CACHE_LIMIT = 200_000
+#: From this many texts on, two processes parse them (forked: 1.5x faster on two cores, measured on
+#: 4,000 claims); fewer are not worth starting the workers for.
+PARALLEL_PARSE = 2000
 
 
 def _analyse_many(texts: Iterable[str]) -> None:
@@ -476,7 +480,8 @@ def _analyse_many(texts: Iterable[str]) -> None:
     if not todo:
         return
     nlp = load_spacy()
-    parsed = [(text, _Sentence(doc)) for text, doc in zip(todo, nlp.pipe(todo, batch_size=256))]
+    workers = 2 if len(todo) >= PARALLEL_PARSE and (os.cpu_count() or 1) >= 2 else 1
+    parsed = [(text, _Sentence(doc)) for text, doc in zip(todo, nlp.pipe(todo, batch_size=256, n_process=workers))]
     with _cache_lock:
         if len(_CACHE) + len(parsed) > _CACHE_LIMIT:
             _CACHE.clear()
@@ -2380,7 +2385,7 @@ _MAX_NAME_FANOUT = {"entity": 200, "concept": 40}
 
 
 def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int = 20,
-                        chunk: int = 500) -> ContradictionResult:
+                        chunk: int = 2000) -> ContradictionResult:
     """Contradictions between the given (new) claims and active claims of other documents.
 
     Candidates per claim: claims of other documents that reference an entity or concept with the same
