@@ -113,6 +113,19 @@ def test_judge_leaves_compatible_statements_alone(kind, a, b):
     assert judge(b, a) is None
 
 
+def test_parsing_in_two_worker_processes_gives_the_same_verdicts(monkeypatch):
+    from smb_core.evolve import contradictions
+
+    pairs = [(a, b) for _, a, b in CONTRADICTIONS[:6] + COMPATIBLE[:6]]
+    expected = [judge(a, b) for a, b in pairs]
+    monkeypatch.setattr(contradictions, "_CACHE", {})
+    monkeypatch.setattr(contradictions, "PARALLEL_PARSE", 2)  # forks two spaCy workers for these texts
+    contradictions._analyse_many(t for pair in pairs for t in pair)
+    assert len(contradictions._CACHE) == len({t for pair in pairs for t in pair})
+    assert [judge(a, b) for a, b in pairs] == expected
+    assert sum(v is not None for v in expected) == 6
+
+
 def test_judge_ignores_identical_and_empty_statements():
     assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None
     assert judge("", "Lumen Labs was founded in 2017.") is None
