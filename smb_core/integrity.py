@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from smb_core.bank import Bank
-from smb_core.model import ModelError, SourceDocument, from_markdown
+from smb_core.model import ModelError, SourceDocument, from_markdown, markdown_body
 
 
 def layer0_hash_mismatches(bank: Bank) -> list[str]:
@@ -16,9 +16,12 @@ def layer0_hash_mismatches(bank: Bank) -> list[str]:
     for doc in sources:
         path = bank.root / doc.file_path()
         try:
-            body = bank.markdown.read(doc.file_path()).body
+            body = markdown_body(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             problems.append(f"{doc.path} v{doc.version}: layer-0 copy {path} is missing")
+            continue
+        except ModelError as exc:
+            problems.append(f"{doc.path} v{doc.version}: layer-0 copy {path} is damaged: {exc}")
             continue
         if hashlib.sha256(body.encode("utf-8")).hexdigest() != doc.sha256:
             problems.append(f"{doc.path} v{doc.version}: {path} does not match sha256 {doc.sha256[:12]}")

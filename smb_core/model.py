@@ -574,13 +574,28 @@ def to_markdown(obj: BaseModel) -> str:
     return f"{_FENCE}{yaml_text}{_FENCE}{getattr(obj, 'body', '')}"
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """Split leading YAML front matter from the body; raise ModelError if it is malformed."""
+def _front_matter_end(text: str) -> int:
+    """Where the closing fence's line starts (-1: no front matter); ModelError if it never closes."""
     if not text.startswith(_FENCE):
-        return {}, text
+        return -1
     end = text.find(f"\n{_FENCE}", len(_FENCE) - 1)
     if end == -1:
         raise ModelError("front matter starts with '---' but has no closing '---' line")
+    return end
+
+
+def markdown_body(text: str) -> str:
+    """The body of a bank markdown file without parsing its front matter: hashing every layer-0 copy
+    on each ingest run costs a file read, not a YAML parse, per document."""
+    end = _front_matter_end(text)
+    return text if end == -1 else text[end + 1 + len(_FENCE) :]
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split leading YAML front matter from the body; raise ModelError if it is malformed."""
+    end = _front_matter_end(text)
+    if end == -1:
+        return {}, text
     try:
         data = yaml.load(text[len(_FENCE) : end + 1], Loader=_Loader) or {}
     except yaml.YAMLError as exc:

@@ -244,6 +244,9 @@ def test_tampering_with_a_layer_zero_copy_is_detected(bank: Bank):
     path.write_text(path.read_text().replace("original", "edited by hand"))
     (problem,) = layer0_hash_mismatches(bank)
     assert problem.startswith("a.md v1:") and "does not match sha256" in problem
+    path.write_text("---\nid: src-fixed\n# A\n\noriginal\n")  # its front matter never closes
+    (problem,) = layer0_hash_mismatches(bank)
+    assert "is damaged" in problem and "no closing '---'" in problem
     path.unlink()
     (problem,) = layer0_hash_mismatches(bank)
     assert "is missing" in problem
