@@ -104,19 +104,20 @@ def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), run_id
     with bank.reading() as db:
         rows = db.sql(
             """
-            WITH cited AS (
-                SELECT o.id AS owner, s.cite AS ref FROM objects o,
-                     unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].object_id'), '["VARCHAR"]'), [])
-                            || coalesce(from_json(json_extract(o.data, '$.events[*].object_id'), '["VARCHAR"]'), [])
-                            || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
-                            || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
-                                                          '[["VARCHAR"]]')), [])) AS s(cite)
+            WITH cited AS (  -- unnest in the select list: a lateral unnest took over 1 GB here
+                SELECT o.id AS owner,
+                       unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(from_json(json_extract(o.data, '$.events[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
+                                                            '[["VARCHAR"]]')), [])) AS ref
+                FROM objects o
                 WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
                 UNION ALL
-                SELECT o.id, 'source ' || s.src FROM objects o,
-                     unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
-                            || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'),
-                                        [])) AS s(src)
+                SELECT o.id, 'source ' || unnest(
+                           coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
+                           || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'), []))
+                FROM objects o
                 WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
             )
             SELECT owner || ' cites ' || ref FROM cited

@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     chroma_port: int = Field(8000, description="Port of the Chroma server when `SMB_CHROMA_HOST` is set.")
     max_doc_bytes: int = Field(2_000_000, description="Documents larger than this are rejected.")
     duckdb_memory_limit: str = Field(
-        "1GB", description="Memory one DuckDB session may use before it spills to disk (DuckDB's own default is "
+        "2GB", description="Memory one DuckDB session may use before it spills to disk (DuckDB's own default is "
                            "80% of RAM, which a whole-bank check query would take).")
     lock_timeout_seconds: float = Field(60.0, description="How long a reader or writer waits for the bank lock.")
     evolution_interval_seconds: int = Field(3600, description="Seconds between scheduled evolution cycles.")

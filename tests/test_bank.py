@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+import duckdb
 import pytest
 
 from smb_core.bank import Bank, LayerZeroImmutableError
@@ -438,3 +439,11 @@ def test_duckdb_sessions_use_the_configured_memory_limit(tmp_path: Path) -> None
     with bank.writing() as db:
         assert db.sql("SELECT current_setting('memory_limit')")[0][0] == limit
     assert limit.startswith(("286", "300"))  # DuckDB reports it in MiB/MB ("286.1 MiB")
+
+
+def test_a_query_over_the_memory_limit_names_the_setting_to_raise(tmp_path: Path) -> None:
+    bank = Bank(settings=Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=tmp_path / "kbmd",
+                                  duckdb_memory_limit="20MB"))
+    bank.init()
+    with bank.reading() as db, pytest.raises(duckdb.OutOfMemoryException, match="SMB_DUCKDB_MEMORY_LIMIT"):
+        db.sql("SELECT list(range) FROM range(20000000)")  # one 160 MB list: more than 20 MB

@@ -122,7 +122,11 @@ class MetadataStore:
             self.con = None
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple]:
-        return self.con.execute(query, params or []).fetchall()
+        try:
+            return self.con.execute(query, params or []).fetchall()
+        except duckdb.OutOfMemoryException as exc:
+            raise duckdb.OutOfMemoryException(
+                f"{exc}\nThe bank's DuckDB sessions may use {self.memory_limit}: raise SMB_DUCKDB_MEMORY_LIMIT.") from exc
 
     # ---- writes ---------------------------------------------------------------------------
 
