@@ -2378,7 +2378,6 @@ class ContradictionResult:
 
 _CONFIDENCE = {"date": 0.75, "number": 0.7, "place": 0.7, "person_role": 0.7, "exclusive_predicate": 0.65,
                "polarity": 0.65}
-#: A name referenced by more claims than this is too common to be a subject (a year, "United States").
 #: A name referenced by more claims than this is too common to pick out a subject ("united states", a
 #: concept such as "film"); concepts get a lower cap, as they name kinds rather than things.
 _MAX_NAME_FANOUT = {"entity": 200, "concept": 40}
