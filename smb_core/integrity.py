@@ -104,21 +104,22 @@ def unresolved_citations(bank: Bank, layers: tuple[int, ...] = (4, 5, 6), run_id
     with bank.reading() as db:
         rows = db.sql(
             """
-            WITH cited AS (  -- unnest in the select list: a lateral unnest took over 1 GB here
-                SELECT o.id AS owner,
-                       unnest(coalesce(from_json(json_extract(o.data, '$.statements[*].object_id'), '["VARCHAR"]'), [])
-                              || coalesce(from_json(json_extract(o.data, '$.events[*].object_id'), '["VARCHAR"]'), [])
-                              || coalesce(from_json(json_extract(o.data, '$.items[*].object_id'), '["VARCHAR"]'), [])
-                              || coalesce(flatten(from_json(json_extract(o.data, '$.steps[*].cites'),
+            WITH checked AS (
+                SELECT id, data FROM objects
+                WHERE layer IN (SELECT unnest($layers)) AND status = 'active' AND ($run IS NULL OR run_id = $run)
+            ), cited AS (  -- unnest in the select list: a lateral unnest took over 1 GB here
+                SELECT id AS owner,
+                       unnest(coalesce(from_json(json_extract(data, '$.statements[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(from_json(json_extract(data, '$.events[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(from_json(json_extract(data, '$.items[*].object_id'), '["VARCHAR"]'), [])
+                              || coalesce(flatten(from_json(json_extract(data, '$.steps[*].cites'),
                                                             '[["VARCHAR"]]')), [])) AS ref
-                FROM objects o
-                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
+                FROM checked
                 UNION ALL
-                SELECT o.id, 'source ' || unnest(
-                           coalesce(from_json(json_extract(o.data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
-                           || coalesce(from_json(json_extract(o.data, '$.events[*].span.source_id'), '["VARCHAR"]'), []))
-                FROM objects o
-                WHERE o.layer IN (SELECT unnest($layers)) AND o.status = 'active' AND ($run IS NULL OR o.run_id = $run)
+                SELECT id, 'source ' || unnest(
+                           coalesce(from_json(json_extract(data, '$.statements[*].span.source_id'), '["VARCHAR"]'), [])
+                           || coalesce(from_json(json_extract(data, '$.events[*].span.source_id'), '["VARCHAR"]'), []))
+                FROM checked
             )
             SELECT owner || ' cites ' || ref FROM cited
             WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM objects)
