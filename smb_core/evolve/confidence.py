@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from smb_core.bank import Bank
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import Claim, Edge, EdgeType, MemoryObject, Status, utcnow
+from smb_core.stores.metadata import id_filter
 
 #: Knowledge that ages. Contradictions and questions never decay (they are never silently dropped);
 #: groupings and layers 5-6 are recomputed every cycle from what they summarise.
@@ -89,8 +90,9 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
     found = bank.vectors.query_many([vectors[r[0]] for r in rows], 6, f"{Claim.id_prefix}-")
     candidates = {other for hits in found for other, sim in hits if sim >= RESTATEMENT_SIMILARITY}
     with bank.reading() as db:
-        others = {r[0]: r[1:] for r in db.sql("SELECT id, text, source_ids FROM objects WHERE id IN (SELECT unnest(?)) "
-                                               "AND status = 'active'", [sorted(candidates)])}
+        where, params = id_filter("id", sorted(candidates))
+        others = {r[0]: r[1:] for r in db.sql(f"SELECT id, text, source_ids FROM objects WHERE {where} "
+                                               "AND status = 'active'", params)}
     edges, boosts = [], defaultdict(int)
     for (claim_id, text, sources), hits in zip(rows, found):
         mine = {path_of.get(s, s) for s in sources}
