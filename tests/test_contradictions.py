@@ -126,6 +126,38 @@ def test_parsing_in_two_worker_processes_gives_the_same_verdicts(monkeypatch):
     assert sum(v is not None for v in expected) == 6
 
 
+def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_again(bank, monkeypatch):
+    from smb_core.evolve import contradictions, parses
+
+    pairs = [(a, b) for _, a, b in CONTRADICTIONS + COMPATIBLE]
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    monkeypatch.setattr(contradictions, "_CACHE", {})
+    expected = [judge(a, b) for a, b in pairs]
+    parsed: list[str] = []
+    real_parse = contradictions._analyse_many
+
+    def counting_parse(batch):
+        batch = list(batch)
+        parsed.extend(batch)
+        return real_parse(batch)
+
+    monkeypatch.setattr(contradictions, "_analyse_many", counting_parse)
+    monkeypatch.setattr(contradictions, "_CACHE", {})
+    contradictions._analyse_stored(bank, texts)
+    assert parsed == texts  # nothing stored yet
+    with bank.reading() as db:
+        assert len(db.parses([parses.key(t) for t in texts])) == len(texts)
+    with bank.writing() as db:  # a damaged entry is parsed again, not fatal
+        db.con.execute("UPDATE parses SET doc = 'not a parse'::BLOB WHERE key = ?", [parses.key(texts[0])])
+
+    monkeypatch.setattr(contradictions, "_CACHE", {})  # a new process: only the bank remembers
+    parsed.clear()
+    contradictions._analyse_stored(bank, texts)
+    assert parsed == [texts[0]]
+    assert [judge(a, b) for a, b in pairs] == expected
+    assert sum(v is not None for v in expected) == len(CONTRADICTIONS)
+
+
 def test_judge_ignores_identical_and_empty_statements():
     assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None
     assert judge("", "Lumen Labs was founded in 2017.") is None

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from smb_core.evolve import llm_judge
+from smb_core.evolve import llm_judge, parses
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 
 
@@ -472,20 +472,35 @@ _CACHE_LIMIT = 200_000
 PARALLEL_PARSE = 2000
 
 
-def _analyse_many(texts: Iterable[str]) -> None:
-    """Parse the texts not yet cached, in one batch (spaCy is much faster on batches)."""
+def _analyse_many(texts: Iterable[str]) -> dict:
+    """Parse the texts not yet cached, in one batch (spaCy is much faster on batches); returns the new
+    parses ({text: Doc})."""
     from smb_core.extract.nlp import load_spacy
 
     todo = list(dict.fromkeys(t for t in texts if t not in _CACHE))
     if not todo:
-        return
+        return {}
     nlp = load_spacy()
     workers = 2 if len(todo) >= PARALLEL_PARSE and (os.cpu_count() or 1) >= 2 else 1
-    parsed = [(text, _Sentence(doc)) for text, doc in zip(todo, nlp.pipe(todo, batch_size=256, n_process=workers))]
+    docs = dict(zip(todo, nlp.pipe(todo, batch_size=256, n_process=workers)))
+    _remember(docs)
+    return docs
+
+
+def _analyse_stored(bank, texts: Iterable[str]) -> None:
+    """Like `_analyse_many`, reading the parses the bank has stored and storing the new ones."""
+    todo = list(dict.fromkeys(t for t in texts if t not in _CACHE))
+    stored = parses.load(bank, todo)
+    _remember(stored)
+    parses.save(bank, _analyse_many(t for t in todo if t not in stored))
+
+
+def _remember(docs: dict) -> None:
+    analysed = [(text, _Sentence(doc)) for text, doc in docs.items()]
     with _cache_lock:
-        if len(_CACHE) + len(parsed) > _CACHE_LIMIT:
+        if len(_CACHE) + len(analysed) > _CACHE_LIMIT:
             _CACHE.clear()
-        _CACHE.update(parsed)
+        _CACHE.update(analysed)
 
 
 def _analyse(text: str) -> _Sentence:
@@ -2411,7 +2426,7 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
             if c.id not in own:
                 own[c.id] = (_judged_text(c, sources), _title_of(c, sources))
         texts = [_judged_pair(own[a.id], own[b.id]) for a, b in todo]
-        _analyse_many(t for pair in texts for t in pair)
+        _analyse_stored(bank, (t for pair in texts for t in pair))
         llm_verdicts = llm.contradictions([(own[a.id], own[b.id]) for a, b in todo]) if llm else [None] * len(todo)
         for (a, b), (text_a, text_b), judged in zip(todo, texts, llm_verdicts):
             result.pairs_judged += 1

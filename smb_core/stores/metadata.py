@@ -68,6 +68,7 @@ CREATE INDEX IF NOT EXISTS doc_names_source ON doc_names (source_id);
 CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT NULL, type VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS parses (key VARCHAR PRIMARY KEY, doc BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
 CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
 CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
@@ -202,7 +203,21 @@ class MetadataStore:
     def _delete_where_in(self, table: str, column: str, values: Sequence[str]) -> None:
         self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [list(values)])
 
+    def add_parses(self, parses: dict[str, bytes]) -> None:
+        """Store serialized parses by key (derived data: a key always names the same parse)."""
+        self.insert_rows("parses", ["key", "doc"], sorted(parses.items()), replace=True)
+
     # ---- reads ----------------------------------------------------------------------------
+
+    def parses(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored parses among `keys` (none in a bank written before the table existed)."""
+        if not keys:
+            return {}
+        where, params = id_filter("key", keys)
+        try:
+            return dict(self.sql(f"SELECT key, doc FROM parses WHERE {where}", params))
+        except duckdb.CatalogException:
+            return {}
 
     def get_object(self, object_id: str) -> MemoryObject | None:
         row = self.con.execute("SELECT type, data FROM objects WHERE id = ?", [object_id]).fetchone()

@@ -1,0 +1,58 @@
+"""spaCy parses of the sentences the contradiction rules judge, kept in the bank's DuckDB.
+
+An incremental cycle judges its new claims against older claims about the same subjects. Without a
+store it parsed those older claims again in every cycle, a cost that grew with the bank (a third of
+the contradiction phase at 150k objects); reading a stored parse is about five times cheaper. A parse
+is stored without its tensor (no rule reads it), zlib-compressed (about 1.3 KB), under a key made of
+the text and the spaCy pipeline that parsed it, so an upgraded model never reads an older parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Iterable
+from functools import lru_cache
+
+from smb_core.extract.nlp import load_spacy
+
+_EXCLUDE = ["tensor", "user_data"]
+
+
+def load(bank, texts: Iterable[str]) -> dict:
+    """{text: spaCy Doc} for the texts whose parse the bank has (one short read session)."""
+    from spacy.tokens import Doc
+
+    by_key = {key(t): t for t in texts}
+    if not by_key:
+        return {}
+    with bank.reading() as db:
+        stored = db.parses(list(by_key))
+    vocab = load_spacy().vocab
+    out = {}
+    for k, blob in stored.items():
+        try:
+            out[by_key[k]] = Doc(vocab).from_bytes(zlib.decompress(blob), exclude=_EXCLUDE)
+        except (zlib.error, ValueError):  # a damaged entry is derived data: the caller parses the text again
+            continue
+    return out
+
+
+def save(bank, docs: dict) -> None:
+    """Store the parses ({text: spaCy Doc}) (one short write session)."""
+    if docs:
+        rows = {key(text): zlib.compress(doc.to_bytes(exclude=_EXCLUDE), 1) for text, doc in docs.items()}
+        with bank.writing() as db:
+            db.add_parses(rows)
+
+
+def key(text: str) -> str:
+    return hashlib.sha1(f"{_pipeline()}\n{text}".encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _pipeline() -> str:
+    import spacy
+
+    meta = load_spacy().meta
+    return f"{meta['lang']}_{meta['name']}-{meta['version']}/spacy-{spacy.__version__}"
