@@ -142,6 +142,27 @@ def test_only_subjects_named_by_new_claims_are_rebuilt(ada) -> None:
     assert objects[stable_id("evo", "cycle-00002")].changes["timelines"] == 1
 
 
+def test_a_touched_subject_whose_events_did_not_change_keeps_its_timeline(ada) -> None:
+    bank, ada_entity, _, _ = ada
+    narrative.run(bank, _cycle())
+    undated = [_claim("src-e", "Ada Example enjoyed poetry.")]
+    bank.write(undated, _refs(undated, ada_entity.id), run_id="ingest")
+
+    result = narrative.run(bank, _cycle("cycle-00002", "run-2", ("src-e",), 2))
+    objects = _layer5(bank)
+    assert result.counts["subjects_touched"] == 1 and result.counts["timelines"] == 1
+    assert objects[stable_id("tml", ada_entity.id)].run_id == "run-1"  # same events: not rewritten
+    assert objects[stable_id("nar", ada_entity.id)].run_id == "run-1"
+    assert any("not rewritten" in line for line in result.summary)
+
+    dated = [_claim("src-f", "Ada Example married William King in 1835.")]
+    bank.write(dated, _refs(dated, ada_entity.id), run_id="ingest")
+    narrative.run(bank, _cycle("cycle-00003", "run-3", ("src-f",), 3))
+    timeline = _layer5(bank)[stable_id("tml", ada_entity.id)]
+    assert timeline.run_id == "run-3" and dated[0].id in timeline.derived_from
+    assert bank.check_consistency()["consistent"]
+
+
 def test_timeline_of_a_merged_entity_is_superseded_by_its_canonical_one(ada) -> None:
     bank, ada_entity, _, claims = ada
     narrative.run(bank, _cycle())

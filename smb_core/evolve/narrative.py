@@ -14,6 +14,7 @@ same objects instead of adding new ones.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
+from smb_core.stores.metadata import id_filter
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -77,9 +79,12 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
             narratives.append(story)
             edges += _edges(story, subject_id)
     built = [*timelines, *narratives]
-    _keep_created(bank, built)
-    _drop_stale_edges(bank, built, edges)
-    bank.write(built, edges, run_id=cycle.run_id)
+    unchanged = _unchanged(bank, built)
+    changed = [o for o in built if o.id not in unchanged]
+    edges = [e for e in edges if e.head not in unchanged]
+    _keep_created(bank, changed)
+    _drop_stale_edges(bank, changed, edges)
+    bank.write(changed, edges, run_id=cycle.run_id)
     retired = retire_stale(bank, cycle, set(subjects), {o.id for o in built})
     record, changes = evolution_record(bank, cycle, timelines, narratives, retired)
     if record is not None:
@@ -90,6 +95,9 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result.counts = {"subjects_touched": len(subjects), "timelines": len(timelines), "narratives": len(narratives),
                      "events": sum(len(t.events) for t in timelines), "timelines_superseded": retired,
                      **{k: v for k, v in changes.items() if k not in ("timelines", "narratives")}}
+    if unchanged:
+        result.summary.append(f"{len(unchanged)} timelines and narratives of touched subjects already said the same; "
+                              "not rewritten.")
     result.summary += [digest_line(bank, "timeline", t) for t in timelines[:10]]
     result.summary += [digest_line(bank, "narrative", n) for n in narratives[:10]]
     if record is not None:
@@ -136,12 +144,15 @@ def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str
     and theirs, since claims reference canonical objects or, before a merge, their members)."""
     targets = {sid: {sid, *getattr(s, "members", [])} for sid, s in subjects.items()}
     community_members = sorted({m for s in subjects.values() if s.type.value == "community" for m in s.members})
-    with bank.reading() as db:
-        members = db.get_objects(community_members)
+    where, params = id_filter("id", community_members)
+    with bank.reading() as db:  # only canonical objects have members; reading just those is what scales
+        members = {i: json.loads(m) for i, m in db.sql(
+            f"SELECT id, json_extract(data, '$.members') FROM objects WHERE {where} "
+            "AND type IN ('canonical_entity', 'canonical_concept')", params) if m}
     for sid, subject in subjects.items():
         if subject.type.value == "community":
             for m in subject.members:
-                targets[sid] |= set(getattr(members.get(m), "members", []))
+                targets[sid] |= set(members.get(m, []))
     return targets
 
 
@@ -420,6 +431,18 @@ def _edges(obj: MemoryObject, subject_id: str | None) -> list[Edge]:
     edges = [Edge.between(obj.id, subject_id, EdgeType.REFERENCES)] if subject_id else []
     tails = [d for d in obj.derived_from if not d.startswith("src-")][:MAX_EDGES]
     return edges + [Edge.between(obj.id, d, EdgeType.DERIVES_FROM) for d in tails]
+
+
+def _unchanged(bank: Bank, objects: list[Timeline | Narrative]) -> set[str]:
+    """Ids of objects whose stored active version says the same (title, text, citations): a touched
+    subject whose new claims are undated keeps its timeline, which is not re-embedded or re-stamped."""
+    where, params = id_filter("id", [o.id for o in objects])
+    with bank.reading() as db:
+        stored = {r[0]: r[1:] for r in db.sql(
+            f"SELECT id, title, json_extract_string(data, '$.body'), derived_from, source_ids FROM objects "
+            f"WHERE {where} AND status = 'active'", params)}
+    return {o.id for o in objects
+            if stored.get(o.id) == (o.title, o.body, list(o.derived_from), list(o.source_ids))}
 
 
 def _keep_created(bank: Bank, objects: list[MemoryObject]) -> None:
