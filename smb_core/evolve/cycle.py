@@ -7,6 +7,7 @@ cycle reads back the same set instead of taking whatever is new now: cycles are 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
@@ -133,15 +134,19 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
     return [r[0] for r in rows]
 
 
-def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None) -> int:
+def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None,
+                 keep: Iterable[str] = ()) -> int:
     """A pass that recomputes a whole set (a global pass such as clusters or communities, or the
     syntheses still standing) retires what it no longer produces: active objects of `type` not in
-    `current` are superseded, not deleted; each keeps its file and points (`evolves_into`) to the
-    new grouping that took most of its members."""
-    keep = {o.id for o in current}
+    `current` (nor in `keep`, ids) are superseded, not deleted; each keeps its file and points
+    (`evolves_into`) to the new grouping that took most of its members. Only the stale objects are
+    loaded: the set of active ones grows with the bank."""
+    keep = {o.id for o in current} | set(keep)
     with bank.reading() as db:
-        stale = [o for o in db.list_objects(type=type, status="active", limit=1_000_000) if o.id not in keep
-                 and (kind is None or getattr(o, "kind", None) == kind)]
+        rows = db.sql("SELECT id, json_extract_string(data, '$.kind') FROM objects WHERE type = ? AND status = 'active'",
+                      [type])
+        stale = sorted(db.get_objects([i for i, k in rows if i not in keep and (kind is None or k == kind)]).values(),
+                       key=lambda o: o.id)
     if not stale:
         return 0
     member_sets = {o.id: set(getattr(o, "members", [])) for o in current}

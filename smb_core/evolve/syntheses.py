@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter, defaultdict
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,31 +75,52 @@ def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edg
     candidates = _theme_claims(bank, [t[0] for t in themes])
     vectors = bank.vectors.get_embeddings(sorted({c.id for cs in candidates.values() for c in cs}))
     client = OllamaClient(bank.settings) if bank.settings.llm == "ollama" else None
-    # One read session for all themes (a session per theme cost seconds of DuckDB opens on a large bank);
-    # not with an LLM, whose answers take long enough that the shared lock would hold up writers.
-    with bank.reading() if client is None else nullcontext():
-        return _synthesise(bank, cycle, themes, candidates, vectors, client)
+    return _synthesise(bank, cycle, themes, candidates, vectors, client)
+
+
+@dataclass
+class _Evidence:
+    """What a cycle's syntheses cite, read in one pass: a read per theme scanned the edges once per
+    theme, a cost that grew with the bank."""
+
+    claims: dict[str, Claim]
+    paths: dict[str, str]  # layer-0 id -> corpus path
+    references: dict[str, list[tuple[str, str, str, str]]]  # claim -> (node, title, type, entity kind)
+
+
+def _evidence(bank: Bank, claim_ids: list[str]) -> _Evidence:
+    with bank.reading() as db:
+        claims = {i: c for i, c in db.get_objects(claim_ids).items() if isinstance(c, Claim)}
+        paths = {d.id: d.path for d in db.sources_by_ids(sorted({s for c in claims.values() for s in c.source_ids}))}
+        references = defaultdict(list)
+        for claim, *node in _references(db, sorted(claims)):
+            references[claim].append(tuple(node))
+    return _Evidence(claims, paths, references)
 
 
 def _synthesise(bank: Bank, cycle: Cycle, themes: list[tuple[str, str, list[str]]],
                 candidates: dict[str, list[Candidate]], vectors: dict[str, np.ndarray],
                 client: OllamaClient | None) -> tuple[list[Synthesis], list[Edge]]:
     """One synthesis per theme, up to MAX_SYNTHESES (LLM-written where the LLM answers well)."""
-    out, edges, used = [], [], set()
+    planned, used = [], set()
+    for theme, title, aliases in themes:
+        if len(planned) >= MAX_SYNTHESES:
+            break
+        chosen = _select(candidates.get(theme, []), vectors, [title, *aliases])
+        if len({c.source for c in chosen}) < MIN_DOCUMENTS:
+            continue
+        if sum(c.id in used for c in chosen) > len(chosen) / 2:
+            continue  # mostly the claims of a synthesis already written (e.g. an alias of its theme)
+        used.update(c.id for c in chosen)
+        planned.append((theme, title, chosen))
+    evidence = _evidence(bank, sorted(used))
+    out, edges = [], []
     try:
-        for theme, title, aliases in themes:
-            if len(out) >= MAX_SYNTHESES:
-                break
-            chosen = _select(candidates.get(theme, []), vectors, [title, *aliases])
-            if len({c.source for c in chosen}) < MIN_DOCUMENTS:
-                continue
-            if sum(c.id in used for c in chosen) > len(chosen) / 2:
-                continue  # mostly the claims of a synthesis already written (e.g. an alias of its theme)
-            used.update(c.id for c in chosen)
+        for theme, title, chosen in planned:
             synthesis = None
             if client is not None:
-                synthesis, client = _llm_synthesis(bank, cycle, client, theme, title, chosen, vectors)
-            synthesis = synthesis or _extractive(bank, cycle, theme, title, chosen)
+                synthesis, client = _llm_synthesis(bank, cycle, client, theme, title, chosen, vectors, evidence)
+            synthesis = synthesis or _extractive(cycle, theme, title, chosen, evidence)
             out.append(synthesis)
             edges.append(Edge.between(synthesis.id, theme, EdgeType.DERIVES_FROM))
             edges += [Edge.between(synthesis.id, c, EdgeType.REFERENCES) for c in synthesis.derived_from[1:]]
@@ -183,25 +203,22 @@ def _select(candidates: list[Candidate], vectors: dict[str, np.ndarray], names: 
     return [candidates[i] for i in chosen]
 
 
-def _extractive(bank: Bank, cycle: Cycle, theme: str, title: str, chosen: list[Candidate]) -> Synthesis:
-    with bank.reading() as db:
-        claims = db.get_objects([c.id for c in chosen])
+def _extractive(cycle: Cycle, theme: str, title: str, chosen: list[Candidate], evidence: _Evidence) -> Synthesis:
+    claims = evidence.claims
     items = [(CitedStatement(text=claims[c.id].statement, object_id=c.id,
                              span=claims[c.id].source_spans[0] if claims[c.id].source_spans else None), [c.id])
-             for c in chosen if isinstance(claims.get(c.id), Claim)]
-    return _synthesis(bank, cycle, theme, title, items, "extractive")
+             for c in chosen if c.id in claims]
+    return _synthesis(cycle, theme, title, items, "extractive", evidence)
 
 
-def _synthesis(bank: Bank, cycle: Cycle, theme: str, title: str,
-               items: list[tuple[CitedStatement, list[str]]], method: str) -> Synthesis:
+def _synthesis(cycle: Cycle, theme: str, title: str, items: list[tuple[CitedStatement, list[str]]], method: str,
+               evidence: _Evidence) -> Synthesis:
     """The synthesis object: (statement, cited claim ids) grouped by the other thing they share
     (a sub-topic), every statement followed by its citations and where in which document it comes from."""
     cited = sorted({c for _, cites in items for c in cites})
-    with bank.reading() as db:
-        where, params = id_filter("id", cited)
-        sources = {i: list(s or []) for i, s in db.sql(f"SELECT id, source_ids FROM objects WHERE {where}", params)}
-        paths = {d.id: d.path for d in db.sources_by_ids(sorted({s for ss in sources.values() for s in ss}))}
-        related = [r for r in _references(db, cited) if r[1] != theme]
+    sources = {i: evidence.claims[i].source_ids for i in cited if i in evidence.claims}
+    paths = evidence.paths
+    related = [(claim, *node) for claim in cited for node in evidence.references.get(claim, []) if node[0] != theme]
     named = {node: t for _, node, t, ty, kind in related if Thing(node, t, ty, kind, []).named}
     topics_of: dict[str, set[str]] = defaultdict(set)
     for claim, node, *_ in related:
@@ -289,7 +306,7 @@ def _supports(statement: np.ndarray, claim: np.ndarray, statement_text: str, cla
 
 
 def _llm_synthesis(bank: Bank, cycle: Cycle, client: OllamaClient, theme: str, title: str,
-                   chosen: list[Candidate], vectors: dict[str, np.ndarray]
+                   chosen: list[Candidate], vectors: dict[str, np.ndarray], evidence: _Evidence
                    ) -> tuple[Synthesis | None, OllamaClient | None]:
     """An abstractive synthesis whose every statement cites input claims that support it, or None (the
     caller falls back to extractive). A failing server is not asked again this cycle (client None)."""
@@ -305,8 +322,7 @@ def _llm_synthesis(bank: Bank, cycle: Cycle, client: OllamaClient, theme: str, t
         return None, None
     drafts = [s for s in answer.statements if s.text.strip()]
     embedded = bank.embedder.embed([s.text for s in drafts]) if drafts else []
-    with bank.reading() as db:
-        claims = db.get_objects(list(by_id))
+    claims = evidence.claims
     items = []
     for draft, vector in zip(drafts, embedded):
         backing = [c for c in dict.fromkeys(draft.cites) if c in by_id and c in vectors
@@ -320,12 +336,12 @@ def _llm_synthesis(bank: Bank, cycle: Cycle, client: OllamaClient, theme: str, t
                                          span=spans[0] if spans else None), backing))
     if len(items) < 2 or len({by_id[c].source for _, cites in items for c in cites}) < MIN_DOCUMENTS:
         return None, client
-    return _synthesis(bank, cycle, theme, title, items, "llm"), client
+    return _synthesis(cycle, theme, title, items, "llm", evidence), client
 
 
-def still_valid(bank: Bank) -> list[Synthesis]:
-    """Active syntheses whose theme is still an active object (kept although not rebuilt this cycle)."""
+def still_valid(bank: Bank) -> list[str]:
+    """Ids of active syntheses whose theme is still an active object (kept although not rebuilt this cycle)."""
     with bank.reading() as db:
-        rows = db.sql("SELECT s.id FROM objects s JOIN objects t ON t.id = json_extract_string(s.data, '$.theme') "
-                      "AND t.status = 'active' WHERE s.type = 'synthesis' AND s.status = 'active'")
-        return list(db.get_objects([r[0] for r in rows]).values())
+        return [r[0] for r in db.sql(
+            "SELECT s.id FROM objects s JOIN objects t ON t.id = json_extract_string(s.data, '$.theme') "
+            "AND t.status = 'active' WHERE s.type = 'synthesis' AND s.status = 'active'")]

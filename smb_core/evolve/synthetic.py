@@ -34,7 +34,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         result.summary.append(GLOBAL_PASSES_SKIPPED)
     syntheses, syn_edges = build_syntheses(bank, cycle)
     bank.write(syntheses, syn_edges, run_id=cycle.run_id)
-    retired += retire_stale(bank, cycle, "synthesis", [*syntheses, *still_valid(bank)])
+    retired += retire_stale(bank, cycle, "synthesis", syntheses, keep=still_valid(bank))
     result.counts = {
         "syntheses": len(syntheses),
         "syntheses_llm": sum(s.method == "llm" for s in syntheses),
