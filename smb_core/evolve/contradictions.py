@@ -40,6 +40,7 @@ from functools import lru_cache
 
 from smb_core.evolve import llm_judge, parses
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
+from smb_core.stores.metadata import id_filter
 
 
 @dataclass(frozen=True)
@@ -2541,12 +2542,15 @@ def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, st
     if not ids:
         return out
     rows = db.sql(
-        "SELECT e.head, n.name, json_extract_string(o.data, '$.entity_kind') FROM edges e "
-        "JOIN names n ON n.object_id = e.tail AND n.type IN ('entity', 'canonical_entity') LEFT JOIN objects o ON o.id = n.object_id "
+        "SELECT e.head, n.name, n.object_id FROM edges e "
+        "JOIN names n ON n.object_id = e.tail AND n.type IN ('entity', 'canonical_entity') "
         "WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))", [ids])
-    for head, name, kind in rows:
-        if len(name) >= 3 and not name.isdigit() and ":" not in name:  # not a blocking key ('acronym:ll')
-            out[head][name] = kind or "other"
+    rows = [r for r in rows if len(r[1]) >= 3 and not r[1].isdigit() and ":" not in r[1]]  # not 'acronym:ll'
+    # the kinds in a second query: joining `objects` into the first read every object's JSON (3x slower)
+    where, params = id_filter("id", sorted({r[2] for r in rows}))
+    kinds = dict(db.sql(f"SELECT id, json_extract_string(data, '$.entity_kind') FROM objects WHERE {where}", params))
+    for head, name, entity in rows:
+        out[head][name] = kinds.get(entity) or "other"
     return out
 
 
