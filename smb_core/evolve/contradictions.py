@@ -38,6 +38,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
 from smb_core.evolve import llm_judge, parses
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 from smb_core.stores.metadata import id_filter
@@ -471,6 +473,7 @@ _CACHE_LIMIT = 200_000
 #: From this many texts on, two processes parse them (forked: 1.5x faster on two cores, measured on
 #: 4,000 claims); fewer are not worth starting the workers for.
 PARALLEL_PARSE = 2000
+_NO_TENSOR = np.zeros((0, 0), dtype="float32")
 
 
 def _analyse_many(texts: Iterable[str]) -> dict:
@@ -484,6 +487,8 @@ def _analyse_many(texts: Iterable[str]) -> dict:
     nlp = load_spacy()
     workers = 2 if len(todo) >= PARALLEL_PARSE and (os.cpu_count() or 1) >= 2 else 1
     docs = dict(zip(todo, nlp.pipe(todo, batch_size=256, n_process=workers)))
+    for doc in docs.values():  # no rule reads the tok2vec tensor: ~10 KB per sentence held for nothing
+        doc.tensor = _NO_TENSOR
     _remember(docs)
     return docs
 
@@ -2416,6 +2421,14 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     reads the sentences the rules only parse; where it does not (error, budget spent) the rules' verdict
     stands. Each contradiction is then tagged `judge:llm` or `judge:rules`.
     """
+    try:
+        return _find(bank, claim_ids, run_id, k, chunk)
+    finally:  # the bank keeps the parses; holding them here would only weigh on the phases after this one
+        with _cache_lock:
+            _CACHE.clear()
+
+
+def _find(bank, claim_ids: list[str], run_id: str | None, k: int, chunk: int) -> ContradictionResult:
     result = ContradictionResult()
     ids = list(dict.fromkeys(claim_ids))
     seen: set[tuple[str, str]] = set()
