@@ -157,6 +157,11 @@ def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_aga
     assert [judge(a, b) for a, b in pairs] == expected
     assert sum(v is not None for v in expected) == len(CONTRADICTIONS)
 
+    monkeypatch.setattr(parses, "_pipeline", lambda: "en_upgraded_model-9.9/spacy-9.9")
+    parses.save(bank, {texts[0]: contradictions._CACHE[texts[0]].doc})
+    with bank.reading() as db:  # parses of the old pipeline can never be read again: dropped
+        assert db.sql("SELECT count(*), min(pipeline) FROM parses")[0] == (1, "en_upgraded_model-9.9/spacy-9.9")
+
 
 def test_judge_ignores_identical_and_empty_statements():
     assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None

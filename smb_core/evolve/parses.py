@@ -43,7 +43,7 @@ def save(bank, docs: dict) -> None:
     if docs:
         rows = {key(text): zlib.compress(doc.to_bytes(exclude=_EXCLUDE), 1) for text, doc in docs.items()}
         with bank.writing() as db:
-            db.add_parses(rows)
+            db.add_parses(rows, _pipeline())
 
 
 def key(text: str) -> str:

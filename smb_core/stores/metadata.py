@@ -68,7 +68,7 @@ CREATE INDEX IF NOT EXISTS doc_names_source ON doc_names (source_id);
 CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT NULL, type VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS parses (key VARCHAR PRIMARY KEY, doc BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS parses (key VARCHAR PRIMARY KEY, pipeline VARCHAR NOT NULL, doc BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
 CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
 CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
@@ -203,9 +203,12 @@ class MetadataStore:
     def _delete_where_in(self, table: str, column: str, values: Sequence[str]) -> None:
         self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [list(values)])
 
-    def add_parses(self, parses: dict[str, bytes]) -> None:
-        """Store serialized parses by key (derived data: a key always names the same parse)."""
-        self.insert_rows("parses", ["key", "doc"], sorted(parses.items()), replace=True)
+    def add_parses(self, parses: dict[str, bytes], pipeline: str) -> None:
+        """Store serialized parses by key (a key always names the same parse); parses made by any
+        other pipeline (an upgraded model) can never be read again, so they are dropped."""
+        self.con.execute("DELETE FROM parses WHERE pipeline <> ?", [pipeline])
+        self.insert_rows("parses", ["key", "pipeline", "doc"], [(k, pipeline, v) for k, v in sorted(parses.items())],
+                         replace=True)
 
     # ---- reads ----------------------------------------------------------------------------
 
