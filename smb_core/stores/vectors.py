@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
-#: HNSW parameters for high recall at 100k+ vectors (Chroma's defaults, M=16/ef_search=100 with
-#: ef_construction=100, lose recall at that size): more links per node and wider search beams.
-HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 128}
+#: HNSW parameters for high recall at 100k+ vectors: more links per node than Chroma's default (M=16)
+#: and a wider search beam. Measured on 150k vectors of a 2wiki bank (recall@10 against exact search,
+#: ties counted): ef_construction 200 -> 100 cuts insertion time by a third (121-145 s -> 74-90 s) for
+#: recall 0.961 -> 0.94-0.96 (HNSW builds vary by a point between runs). A collection keeps the values
+#: it was created with.
+HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 100, "ef_search": 128}
 
 COLLECTION = "smb-memory"
 #: Ids per Chroma call: its SQLite backend limits the variables in one statement.
