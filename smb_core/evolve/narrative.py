@@ -4,12 +4,12 @@
   with dates normalised by `smb_core.evolve.dates` (ranges and vague dates included, marked approximate).
 - Narratives: the same dated claims told as short prose, paragraph by year, every sentence cited.
 - Evolution record: one per cycle, a changelog of merges, splits, contradictions, new layer-4 objects,
-  superseded groupings, confidence changes and the timelines rebuilt.
+  superseded groupings, confidence changes and the timelines brought up to date.
 
 Only subjects named by this cycle's new claims (and the communities holding them) are rebuilt, so the
 work is proportional to what changed; each rebuilt timeline still covers all of its subject's dated
-claims, up to `MAX_EVENTS`. Ids are derived from the subject (and the cycle), so a re-run rewrites the
-same objects instead of adding new ones.
+claims, up to `MAX_EVENTS`, and is written only if it differs from the stored one. Ids are derived
+from the subject (and the cycle), so a re-run rewrites the same objects instead of adding new ones.
 """
 
 from __future__ import annotations
@@ -580,7 +580,8 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
     body += _section("Confidence", [
         *(f"- reinforced by new evidence: {_obj_link(get(i), i)}" for i in reinforced),
         *(f"- deprecated as its confidence decayed: {_obj_link(get(i), i)}" for i in decayed)])
-    body += _section("Timelines and narratives rebuilt", [f"- {_obj_link(o, o.id)}" for o in [*timelines, *narratives]])
+    body += _section("Timelines and narratives of the touched subjects (rewritten where they changed)",
+                     [f"- {_obj_link(o, o.id)}" for o in [*timelines, *narratives]])
     record = Evolution(
         id=stable_id("evo", cycle.key), title=f"What changed in {cycle.key}", cycle=cycle.key, changes=changes,
         description=_headline(cycle, changes, extracted), body="\n".join(body),
@@ -635,7 +636,8 @@ def _headline(cycle: Cycle, changes: dict[str, int], extracted: dict[str, int]) 
            f"{_count(changes['abstractions_new'], 'abstraction')}"
            if changes["syntheses_new"] or changes["abstractions_new"] else "",
            f"superseded {_count(changes['groupings_superseded'], 'grouping')}" if changes["groupings_superseded"] else "",
-           f"rebuilt {_count(changes['timelines'], 'timeline')} and {_count(changes['narratives'], 'narrative')}"]
+           f"brought {_count(changes['timelines'], 'timeline')} and {_count(changes['narratives'], 'narrative')} "
+           "up to date"]
     return f"{text} It {_and([d for d in did if d])}."
 
 
