@@ -122,3 +122,28 @@ def test_cli_resolve_clears_flags_and_rejects_what_is_not_a_contradiction(tmp_pa
     assert main(["resolve", "ctr-logo", "--as", "superseded", "--because", "rebranded in 2020", "--bank", bank_dir]) == 0
     with MemoryBank.open(settings.memory_bank_dir, settings=settings) as bank:
         assert bank.get(a.id).disputed_by == [] and bank.get("ctr-logo").resolution == "superseded"
+
+
+def test_a_bank_written_before_the_disputed_by_column_keeps_its_flags(tmp_path: Path) -> None:
+    """Flags are read from their own column; a bank that only had them in the JSON gets the column
+    filled when it is next opened for writing, so no flag is lost and nothing is rewritten."""
+    import duckdb
+
+    from smb_core.stores import metadata
+
+    settings = Settings(memory_bank_dir=tmp_path / "bank")
+    with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
+        a, b = _claim("a", "The logo is blue."), _claim("b", "The logo is green.")
+        bank.create(a)
+        bank.create(b)
+        bank.create(Contradiction(id="ctr-logo", title="logo colour", claim_ids=[a.id, b.id], derived_from=[a.id, b.id]))
+    con = duckdb.connect(str(settings.memory_bank_dir / "metadata.duckdb"))
+    for (index,) in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'objects'").fetchall():
+        con.execute(f"DROP INDEX {index}")  # DuckDB alters no table with indexes; the schema makes them again
+    con.execute("ALTER TABLE objects DROP COLUMN disputed_by")  # the schema before the column existed
+    con.close()
+    metadata._SCHEMA_READY.clear()  # as in a new process
+    bank = Bank(settings=settings)
+    bank.init()
+    assert confidence.flagged_now(bank) == {a.id: ["ctr-logo"], b.id: ["ctr-logo"]}
+    assert confidence.propagate_disputes(bank) == (0, 0)

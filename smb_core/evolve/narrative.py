@@ -527,8 +527,10 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
                   for t in ("abstraction", "synthesis", "discovered_relationship")}
         superseded = _ids(db, "status = 'superseded' AND type IN ('cluster', 'community', 'insight', 'taxonomy') "
                           "AND json_extract_string(data, '$.status_reason') = ?", [f"not found again by {cycle.key}"])
-        reinforced = _ids(db, "TRY_CAST(json_extract_string(data, '$.reinforced_at') AS TIMESTAMPTZ) "
-                          "> coalesce(?, TIMESTAMPTZ '-infinity')", [since])
+        # reinforcing an object rewrites it (`modified` >= `reinforced_at`): the column filters before the JSON
+        reinforced = _ids(db, "modified > coalesce(?, TIMESTAMPTZ '-infinity') AND "
+                          "TRY_CAST(json_extract_string(data, '$.reinforced_at') AS TIMESTAMPTZ) "
+                          "> coalesce(?, TIMESTAMPTZ '-infinity')", [since, since])
         decayed = _ids(db, "status = 'deprecated' AND json_extract_string(data, '$.status_reason') ILIKE '%confidence%' "
                        "AND modified > coalesce(?, TIMESTAMPTZ '-infinity')", [since])
         listed = {i for i, *_ in merges} | {m for _, m in merges} | {i for pair in splits for i in pair}
