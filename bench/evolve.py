@@ -2,8 +2,9 @@
 documents, at two bank sizes, with peak RSS.
 
 The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
-increment is a batch of passages held back from the first build (about 1,000 new objects). Prints
-the seconds each layer took in both cycles.
+increment is the corpus's last passages, held back from the first build at every size (about 1,000
+new objects), so that the two sizes' incremental cycles have the same new documents to digest.
+Prints the seconds each layer took in both cycles.
 
     python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR [--reuse]]
 """
@@ -33,7 +34,8 @@ def run_size(size: int, increment: int, root: Path, reuse: bool = False) -> dict
     from smb_pipeline.runner import run_evolve, run_ingest
 
     passages, _ = load_2wiki()
-    base, extra = passages[: size - increment], passages[size - increment : size]
+    # the same held-back passages at every size: the incremental cycles get the same new work to do
+    base, extra = passages[: size - increment], passages[len(passages) - increment :]
     corpus = root / f"kbmd-{size}"
     settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
     if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
