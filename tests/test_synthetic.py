@@ -149,7 +149,10 @@ def test_rerunning_the_cycle_changes_nothing(evolved) -> None:
     again = synthetic.run(bank, cycle)
     with bank.reading() as db:
         assert sorted(db.sql("SELECT id, status FROM objects WHERE layer = 4")) == layer4
+        # the same syntheses again: not rewritten (nor re-embedded), so they keep the run that made them
+        assert {r[0] for r in db.sql("SELECT run_id FROM objects WHERE type = 'synthesis'")} == {"run-1"}
     assert again.counts == result.counts
+    assert f"{result.counts['syntheses']} syntheses already said the same; not rewritten." in again.summary
     after = bank.status()
     assert after["types"] == before["types"] and after["consistent"]
     assert dangling_references(bank) == []

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
+from smb_core.stores.metadata import id_filter
 
 #: Global passes (taxonomy, clusters, communities, bridge insights, abstractions, meta-concepts,
 #: discovered relationships) recompute a whole set from the whole bank. A cycle runs them when the
@@ -132,6 +133,19 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
             [list(types), cycle.source_ids],
         )
     return [r[0] for r in rows]
+
+
+def unchanged_ids(bank: Bank, objects: list[MemoryObject]) -> set[str]:
+    """Ids of rebuilt objects (timelines, narratives, syntheses) whose stored active version says the
+    same (title, body, citations): those are not rewritten, so they are not re-embedded and keep the
+    run that made them."""
+    where, params = id_filter("id", [o.id for o in objects])
+    with bank.reading() as db:
+        stored = {r[0]: r[1:] for r in db.sql(
+            f"SELECT id, title, json_extract_string(data, '$.body'), derived_from, source_ids FROM objects "
+            f"WHERE {where} AND status = 'active'", params)}
+    return {o.id for o in objects
+            if stored.get(o.id) == (o.title, o.body, list(o.derived_from), list(o.source_ids))}
 
 
 def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject], kind: str | None = None,

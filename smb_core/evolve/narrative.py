@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
-from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids
+from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, unchanged_ids
 from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
@@ -79,7 +79,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
             narratives.append(story)
             edges += _edges(story, subject_id)
     built = [*timelines, *narratives]
-    unchanged = _unchanged(bank, built)
+    unchanged = unchanged_ids(bank, built)
     changed = [o for o in built if o.id not in unchanged]
     edges = [e for e in edges if e.head not in unchanged]
     _keep_created(bank, changed)
@@ -431,18 +431,6 @@ def _edges(obj: MemoryObject, subject_id: str | None) -> list[Edge]:
     edges = [Edge.between(obj.id, subject_id, EdgeType.REFERENCES)] if subject_id else []
     tails = [d for d in obj.derived_from if not d.startswith("src-")][:MAX_EDGES]
     return edges + [Edge.between(obj.id, d, EdgeType.DERIVES_FROM) for d in tails]
-
-
-def _unchanged(bank: Bank, objects: list[Timeline | Narrative]) -> set[str]:
-    """Ids of objects whose stored active version says the same (title, text, citations): a touched
-    subject whose new claims are undated keeps its timeline, which is not re-embedded or re-stamped."""
-    where, params = id_filter("id", [o.id for o in objects])
-    with bank.reading() as db:
-        stored = {r[0]: r[1:] for r in db.sql(
-            f"SELECT id, title, json_extract_string(data, '$.body'), derived_from, source_ids FROM objects "
-            f"WHERE {where} AND status = 'active'", params)}
-    return {o.id for o in objects
-            if stored.get(o.id) == (o.title, o.body, list(o.derived_from), list(o.source_ids))}
 
 
 def _keep_created(bank: Bank, objects: list[MemoryObject]) -> None:

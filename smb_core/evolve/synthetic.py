@@ -10,7 +10,9 @@ from collections import Counter
 from smb_core.bank import Bank
 from smb_core.evolve import communities, discovery
 from smb_core.evolve.abstractions import build_abstractions, build_meta_concepts, load_groupings
-from smb_core.evolve.cycle import GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, retire_stale
+from smb_core.evolve.cycle import (
+    GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, retire_stale, unchanged_ids,
+)
 from smb_core.evolve.syntheses import build_syntheses, still_valid
 
 
@@ -33,7 +35,9 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     else:
         result.summary.append(GLOBAL_PASSES_SKIPPED)
     syntheses, syn_edges = build_syntheses(bank, cycle)
-    bank.write(syntheses, syn_edges, run_id=cycle.run_id)
+    same = unchanged_ids(bank, syntheses)
+    bank.write([s for s in syntheses if s.id not in same], [e for e in syn_edges if e.head not in same],
+               run_id=cycle.run_id)
     retired += retire_stale(bank, cycle, "synthesis", syntheses, keep=still_valid(bank))
     result.counts = {
         "syntheses": len(syntheses),
@@ -50,6 +54,8 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
             "meta_concepts": len(metas),
             "discovered_relationships": len(found),
         })
+    if same:
+        result.summary.append(f"{len(same)} syntheses already said the same; not rewritten.")
     result.summary += [digest_line(bank, f"abstraction (level {a.level})", a) for a in abstractions[:8]]
     result.summary += [digest_line(bank, "meta-concept", m) for m in metas[:5]]
     result.summary += [digest_line(bank, "synthesis", s) for s in syntheses[:10]]
