@@ -129,9 +129,15 @@ class MetadataStore:
                             "IN ('data', 'disputed_by')").fetchone()[0] != 1:
             return  # a new bank, or one that has the column
         log.warning("%s: adding the disputed_by column to objects (once for this bank)", self.path)
-        self.con.execute("ALTER TABLE objects ADD COLUMN disputed_by VARCHAR[] DEFAULT []")
-        self.con.execute("UPDATE objects SET disputed_by = from_json(json_extract(data, '$.disputed_by'), "
-                         "'[\"VARCHAR\"]') WHERE NOT contains(data, '\"disputed_by\":[]')")
+        self.con.execute("BEGIN")  # one transaction: a run that dies half-way leaves the bank as it was
+        try:
+            self.con.execute("ALTER TABLE objects ADD COLUMN disputed_by VARCHAR[] DEFAULT []")
+            self.con.execute("UPDATE objects SET disputed_by = from_json(json_extract(data, '$.disputed_by'), "
+                             "'[\"VARCHAR\"]') WHERE NOT contains(data, '\"disputed_by\":[]')")
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         if self.con is not None:
