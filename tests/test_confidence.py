@@ -106,15 +106,22 @@ def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> 
     assert cleared == [[], [], [], []]
 
 
-def test_cli_resolve_clears_flags_and_rejects_what_is_not_a_contradiction(tmp_path: Path, capsys) -> None:
-    from smb_core.cli import main
-
+def _logo_contradiction(tmp_path: Path) -> tuple[Settings, Claim, Claim]:
+    """A bank with two claims and an open contradiction between them."""
     settings = Settings(memory_bank_dir=tmp_path / "bank")
     with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
         a, b = _claim("a", "The logo is blue."), _claim("b", "The logo is green.")
         bank.create(a)
         bank.create(b)
         bank.create(Contradiction(id="ctr-logo", title="logo colour", claim_ids=[a.id, b.id], derived_from=[a.id, b.id]))
+    return settings, a, b
+
+
+def test_cli_resolve_clears_flags_and_rejects_what_is_not_a_contradiction(tmp_path: Path, capsys) -> None:
+    from smb_core.cli import main
+
+    settings, a, b = _logo_contradiction(tmp_path)
+    with MemoryBank.open(settings.memory_bank_dir, settings=settings) as bank:
         assert bank.get(a.id).disputed_by == ["ctr-logo"]
     bank_dir = str(settings.memory_bank_dir)
     assert main(["resolve", a.id, "--as", "explained", "--because", "x", "--bank", bank_dir]) == 1
@@ -131,15 +138,10 @@ def test_a_bank_written_before_the_disputed_by_column_keeps_its_flags(tmp_path: 
 
     from smb_core.stores import metadata
 
-    settings = Settings(memory_bank_dir=tmp_path / "bank")
-    with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
-        a, b = _claim("a", "The logo is blue."), _claim("b", "The logo is green.")
-        bank.create(a)
-        bank.create(b)
-        bank.create(Contradiction(id="ctr-logo", title="logo colour", claim_ids=[a.id, b.id], derived_from=[a.id, b.id]))
+    settings, a, b = _logo_contradiction(tmp_path)
     con = duckdb.connect(str(settings.memory_bank_dir / "metadata.duckdb"))
     for (index,) in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'objects'").fetchall():
-        con.execute(f"DROP INDEX {index}")  # DuckDB alters no table with indexes; the schema makes them again
+        con.execute(f"DROP INDEX {index}")  # DuckDB drops no column of an indexed table; the schema makes them again
     con.execute("ALTER TABLE objects DROP COLUMN disputed_by")  # the schema before the column existed
     con.close()
     metadata._SCHEMA_READY.clear()  # as in a new process
