@@ -128,6 +128,29 @@ def test_rerunning_the_phase_changes_nothing(ada) -> None:
     assert bank.check_consistency()["consistent"]
 
 
+def test_event_dates_are_stored_and_parsed_again_only_under_new_rules(ada, monkeypatch) -> None:
+    from smb_core.evolve import dates, event_dates
+
+    bank, ada_entity, *_ = ada
+    undated = _claim("src-a", "Ada Example lived in room 1920.")  # looks dated to SQL, has no date
+    bank.write([undated], _refs([undated], ada_entity.id), run_id="ingest")
+    parsed: list[str] = []
+    real = dates.event_date
+    monkeypatch.setattr(dates, "event_date", lambda text: parsed.append(text) or real(text))
+    first = narrative.run(bank, _cycle())
+    timelines = {i: o.body for i, o in _layer5(bank).items() if i.startswith("tml")}
+    assert {"Ada Example met Charles Babbage in June 1833.", undated.statement} <= set(parsed)
+    parsed.clear()
+    assert narrative.run(bank, _cycle()).counts == first.counts
+    assert parsed == []  # every date read back from the bank, none parsed again
+    assert {i: o.body for i, o in _layer5(bank).items() if i.startswith("tml")} == timelines
+    monkeypatch.setattr(event_dates, "rules", lambda: "changed rules")
+    narrative.run(bank, _cycle())
+    assert "Ada Example met Charles Babbage in June 1833." in parsed  # new rules: parsed again
+    with bank.reading() as db:
+        assert db.sql("SELECT DISTINCT rules FROM event_dates") == [("changed rules",)]
+
+
 def test_only_subjects_named_by_new_claims_are_rebuilt(ada) -> None:
     bank, ada_entity, _, _ = ada
     narrative.run(bank, _cycle())

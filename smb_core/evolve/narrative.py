@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
+from smb_core.evolve.event_dates import event_dates
 from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, unchanged_ids
 from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
@@ -189,12 +190,14 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
             """,
             {"subjects": [p[0] for p in pairs], "targets": [p[1] for p in pairs], "cap": MAX_CANDIDATES},
         )
+    texts = {r[1]: _resolve_pronoun(r[2], r[7]) for r in rows}
+    when_of = event_dates(bank, (t for t in texts.values() if not _ABOUT_DOCUMENT.match(t)))
     parsed: dict[str, _Event | None] = {}
     out: dict[str, list[_Event]] = defaultdict(list)
-    for subject, claim_id, text, source_ids, confidence, span, disputed, claim_subject in rows:
+    for subject, claim_id, _, source_ids, confidence, span, disputed, _ in rows:
         if claim_id not in parsed:
-            text = _resolve_pronoun(text, claim_subject)
-            when = None if _ABOUT_DOCUMENT.match(text) else dates.event_date(text)
+            text = texts[claim_id]
+            when = when_of.get(text)
             parsed[claim_id] = None if when is None else _Event(
                 claim_id, text, when, list(source_ids or []),
                 SourceSpan.model_validate_json(span) if span and span != "null" else None,

@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS names (name VARCHAR NOT NULL, object_id VARCHAR NOT N
 CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT NULL, tf INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS parses (key VARCHAR PRIMARY KEY, pipeline VARCHAR NOT NULL, doc BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS event_dates (key VARCHAR PRIMARY KEY, rules VARCHAR NOT NULL, mention JSON);
 CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
 CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
 CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
@@ -233,6 +234,22 @@ class MetadataStore:
                          replace=True)
 
     # ---- reads ----------------------------------------------------------------------------
+
+    def add_event_dates(self, mentions: dict[str, str | None], rules: str) -> None:
+        """Store claims' event dates (JSON, or None: no date) by key; dates found by other rules are dropped."""
+        self.con.execute("DELETE FROM event_dates WHERE rules <> ?", [rules])
+        self.insert_rows("event_dates", ["key", "rules", "mention"],
+                         [(k, rules, v) for k, v in sorted(mentions.items())], replace=True)
+
+    def event_dates(self, keys: Sequence[str]) -> dict[str, str | None]:
+        """The stored event dates among `keys` (none in a bank written before the table existed)."""
+        if not keys:
+            return {}
+        where, params = id_filter("key", keys)
+        try:
+            return dict(self.sql(f"SELECT key, mention FROM event_dates WHERE {where}", params))
+        except duckdb.CatalogException:
+            return {}
 
     def parses(self, keys: Sequence[str]) -> dict[str, bytes]:
         """The stored parses among `keys` (none in a bank written before the table existed)."""
