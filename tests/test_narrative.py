@@ -128,25 +128,30 @@ def test_rerunning_the_phase_changes_nothing(ada) -> None:
     assert bank.check_consistency()["consistent"]
 
 
-def test_event_dates_are_stored_and_parsed_again_only_under_new_rules(ada, monkeypatch) -> None:
+def test_event_dates_are_stored_and_parsed_again_only_if_damaged_or_under_new_rules(ada, monkeypatch) -> None:
     from smb_core.evolve import dates, event_dates
 
     bank, ada_entity, *_ = ada
     undated = _claim("src-a", "Ada Example lived in room 1920.")  # looks dated to SQL, has no date
     bank.write([undated], _refs([undated], ada_entity.id), run_id="ingest")
+    met = "Ada Example met Charles Babbage in June 1833."
     parsed: list[str] = []
     real = dates.event_date
     monkeypatch.setattr(dates, "event_date", lambda text: parsed.append(text) or real(text))
     first = narrative.run(bank, _cycle())
     timelines = {i: o.body for i, o in _layer5(bank).items() if i.startswith("tml")}
-    assert {"Ada Example met Charles Babbage in June 1833.", undated.statement} <= set(parsed)
+    assert {met, undated.statement} <= set(parsed)
     parsed.clear()
     assert narrative.run(bank, _cycle()).counts == first.counts
     assert parsed == []  # every date read back from the bank, none parsed again
     assert {i: o.body for i, o in _layer5(bank).items() if i.startswith("tml")} == timelines
+    with bank.writing() as db:  # a damaged entry
+        db.con.execute("UPDATE event_dates SET mention = '{\"date\": 1}' WHERE key = ?", [event_dates.key(met)])
+    narrative.run(bank, _cycle())
+    assert parsed == [met]  # parsed again, and only that one
     monkeypatch.setattr(event_dates, "rules", lambda: "changed rules")
     narrative.run(bank, _cycle())
-    assert "Ada Example met Charles Babbage in June 1833." in parsed  # new rules: parsed again
+    assert met in parsed[1:]  # new rules: parsed again
     with bank.reading() as db:
         assert db.sql("SELECT DISTINCT rules FROM event_dates") == [("changed rules",)]
 

@@ -26,8 +26,15 @@ def event_dates(bank, texts: Iterable[str]) -> dict[str, dates.DateMention | Non
         return {}
     with bank.reading() as db:
         stored = db.event_dates(list(by_key))
-    out = {by_key[k]: dates.DateMention(**json.loads(v)) if v else None for k, v in stored.items()}
-    missing = {k: dates.event_date(t) for k, t in by_key.items() if k not in stored}
+    out, missing = {}, {}
+    for k, text in by_key.items():
+        if k in stored:
+            try:
+                out[text] = dates.DateMention(**json.loads(stored[k])) if stored[k] else None
+                continue
+            except (ValueError, TypeError):  # a damaged entry is derived data: parse the text again
+                pass
+        missing[k] = dates.event_date(text)
     if missing:
         with bank.writing() as db:
             db.add_event_dates({k: json.dumps(asdict(m)) if m else None for k, m in missing.items()}, rules())

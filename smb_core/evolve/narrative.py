@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
-from smb_core.evolve.event_dates import event_dates
 from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, unchanged_ids
+from smb_core.evolve.event_dates import event_dates
 from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,

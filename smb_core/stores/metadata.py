@@ -233,13 +233,13 @@ class MetadataStore:
         self.insert_rows("parses", ["key", "pipeline", "doc"], [(k, pipeline, v) for k, v in sorted(parses.items())],
                          replace=True)
 
-    # ---- reads ----------------------------------------------------------------------------
-
     def add_event_dates(self, mentions: dict[str, str | None], rules: str) -> None:
         """Store claims' event dates (JSON, or None: no date) by key; dates found by other rules are dropped."""
         self.con.execute("DELETE FROM event_dates WHERE rules <> ?", [rules])
         self.insert_rows("event_dates", ["key", "rules", "mention"],
                          [(k, rules, v) for k, v in sorted(mentions.items())], replace=True)
+
+    # ---- reads ----------------------------------------------------------------------------
 
     def event_dates(self, keys: Sequence[str]) -> dict[str, str | None]:
         """The stored event dates among `keys` (none in a bank written before the table existed)."""
