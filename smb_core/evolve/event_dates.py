@@ -2,9 +2,9 @@
 
 A timeline is rebuilt from all of its subject's dated claims (up to `narrative.MAX_CANDIDATES`)
 whenever a cycle's new claims name the subject, so a popular subject's older claims were parsed for
-dates again in every cycle: about 1 s of an incremental cycle at 150k objects, twice what it took at
-half that size. Stored under a key made of the text and the date rules (`dates.py` itself), so
-changed rules never read a date the old ones found.
+dates again in every cycle: about 1 s of an incremental cycle at 150k objects, against 0.13 s at
+half that size (py-spy, the same 15 new documents). Stored under a key made of the text and the date
+rules (`dates.py` itself), so changed rules never read a date the old ones found.
 """
 
 from __future__ import annotations
