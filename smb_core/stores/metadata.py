@@ -242,22 +242,21 @@ class MetadataStore:
     # ---- reads ----------------------------------------------------------------------------
 
     def event_dates(self, keys: Sequence[str]) -> dict[str, str | None]:
-        """The stored event dates among `keys` (none in a bank written before the table existed)."""
-        if not keys:
-            return {}
-        where, params = id_filter("key", keys)
-        try:
-            return dict(self.sql(f"SELECT key, mention FROM event_dates WHERE {where}", params))
-        except duckdb.CatalogException:
-            return {}
+        """The stored event dates among `keys`."""
+        return self._by_key("event_dates", "mention", keys)
 
     def parses(self, keys: Sequence[str]) -> dict[str, bytes]:
-        """The stored parses among `keys` (none in a bank written before the table existed)."""
+        """The stored parses among `keys`."""
+        return self._by_key("parses", "doc", keys)
+
+    def _by_key(self, table: str, column: str, keys: Sequence[str]) -> dict[str, Any]:
+        """{key: column} of the rows of a derived-data table among `keys` (none in a bank written
+        before the table existed)."""
         if not keys:
             return {}
         where, params = id_filter("key", keys)
         try:
-            return dict(self.sql(f"SELECT key, doc FROM parses WHERE {where}", params))
+            return dict(self.sql(f"SELECT key, {column} FROM {table} WHERE {where}", params))
         except duckdb.CatalogException:
             return {}
 
