@@ -229,15 +229,19 @@ class MetadataStore:
     def add_parses(self, parses: dict[str, bytes], pipeline: str) -> None:
         """Store serialized parses by key (a key always names the same parse); parses made by any
         other pipeline (an upgraded model) can never be read again, so they are dropped."""
-        self.con.execute("DELETE FROM parses WHERE pipeline <> ?", [pipeline])
-        self.insert_rows("parses", ["key", "pipeline", "doc"], [(k, pipeline, v) for k, v in sorted(parses.items())],
-                         replace=True)
+        self._store_by_key("parses", ("pipeline", pipeline), "doc", parses)
 
     def add_event_dates(self, mentions: dict[str, str | None], rules: str) -> None:
         """Store claims' event dates (JSON, or None: no date) by key; dates found by other rules are dropped."""
-        self.con.execute("DELETE FROM event_dates WHERE rules <> ?", [rules])
-        self.insert_rows("event_dates", ["key", "rules", "mention"],
-                         [(k, rules, v) for k, v in sorted(mentions.items())], replace=True)
+        self._store_by_key("event_dates", ("rules", rules), "mention", mentions)
+
+    def _store_by_key(self, table: str, made_by: tuple[str, str], column: str, values: dict[str, Any]) -> None:
+        """Insert or replace derived-data rows {key: value}, dropping the rows that `made_by` (the
+        version column and this version) says another version made: their keys can never be asked for."""
+        version_column, version = made_by
+        self.con.execute(f"DELETE FROM {table} WHERE {version_column} <> ?", [version])
+        self.insert_rows(table, ["key", version_column, column], [(k, version, v) for k, v in sorted(values.items())],
+                         replace=True)
 
     # ---- reads ----------------------------------------------------------------------------
 
