@@ -24,7 +24,7 @@ from smb_core.recall.lexical import term_counts
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import MarkdownStore
-from smb_core.stores.metadata import MetadataStore
+from smb_core.stores.metadata import MetadataStore, id_filter
 from smb_core.stores.vectors import VectorStore
 
 
@@ -290,8 +290,8 @@ class Bank:
             if object_ids is None:
                 rows = db.sql("SELECT id, file_path, graph_node_id FROM objects")
             else:
-                rows = db.sql("SELECT id, file_path, graph_node_id FROM objects WHERE id IN (SELECT unnest(?))",
-                              [list(object_ids)])
+                where, params = id_filter("id", list(object_ids))
+                rows = db.sql(f"SELECT id, file_path, graph_node_id FROM objects WHERE {where}", params)
             ids = [r[0] for r in rows]
             found = set(ids)
             graph = self.graph.ensure_loaded()

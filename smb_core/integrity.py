@@ -6,6 +6,7 @@ import hashlib
 
 from smb_core.bank import Bank
 from smb_core.model import ModelError, SourceDocument, from_markdown, markdown_body
+from smb_core.stores.metadata import id_filter
 
 
 def layer0_hash_mismatches(bank: Bank) -> list[str]:
@@ -30,8 +31,9 @@ def layer0_hash_mismatches(bank: Bank) -> list[str]:
 
 def front_matter_errors(bank: Bank, object_ids: list[str]) -> list[str]:
     """Object files whose front matter does not parse or validate against the model, or has another id."""
+    where, params = id_filter("id", object_ids)
     with bank.reading() as db:
-        rows = db.sql("SELECT id, file_path FROM objects WHERE id IN (SELECT unnest(?))", [object_ids])
+        rows = db.sql(f"SELECT id, file_path FROM objects WHERE {where}", params)
     errors = []
     for object_id, file_path in rows:
         try:

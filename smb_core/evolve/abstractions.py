@@ -21,6 +21,7 @@ import numpy as np
 from smb_core.bank import Bank
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import Abstraction, Edge, EdgeType, stable_id
+from smb_core.stores.metadata import id_filter
 
 #: Documents a generalisation (or a synthesis) must rest on.
 MIN_DOCUMENTS = 3
@@ -78,9 +79,10 @@ class Thing:
 
 
 def _things(bank: Bank, ids: list[str]) -> dict[str, Thing]:
+    where, params = id_filter("id", sorted(set(ids)))
     with bank.reading() as db:
         rows = db.sql("SELECT id, title, type, coalesce(json_extract_string(data, '$.entity_kind'), ''), source_ids "
-                      "FROM objects WHERE id IN (SELECT unnest(?))", [sorted(set(ids))])
+                      f"FROM objects WHERE {where}", params)
     return {r[0]: Thing(r[0], r[1], r[2], r[3], list(r[4] or [])) for r in rows}
 
 
@@ -389,8 +391,9 @@ def _recurring_relations(bank: Bank, cycle: Cycle, found, community_claims: dict
                        key=lambda x: (-len(x[1]), x[0]))[: MAX_META * 3]
     ids = sorted({c for _, cs in recurring for claims in cs.values() for c in claims})
     vectors = bank.vectors.get_embeddings(ids)
+    where, params = id_filter("id", ids)
     with bank.reading() as db:
-        statements = dict(db.sql("SELECT id, text FROM objects WHERE id IN (SELECT unnest(?))", [ids]))
+        statements = dict(db.sql(f"SELECT id, text FROM objects WHERE {where}", params))
     sources = _claim_sources(bank, ids)
     out = []
     for verb, by_community in recurring:
@@ -433,6 +436,6 @@ def _meta(cycle: Cycle, title: str, description: str, community_ids: list[str], 
 
 
 def _claim_sources(bank: Bank, ids: list[str]) -> dict[str, list[str]]:
+    where, params = id_filter("id", sorted(set(ids)))
     with bank.reading() as db:
-        return {i: list(s or []) for i, s in db.sql("SELECT id, source_ids FROM objects WHERE id IN (SELECT unnest(?))",
-                                                    [sorted(set(ids))])}
+        return {i: list(s or []) for i, s in db.sql(f"SELECT id, source_ids FROM objects WHERE {where}", params)}

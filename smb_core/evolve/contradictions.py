@@ -2488,8 +2488,8 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
                                                    _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))
                  or _same_named_subject(claims[p[0]], claims[p[1]])}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
-        existing = {r[0] for r in db.sql("SELECT id FROM objects WHERE id IN (SELECT unnest(?))",
-                                         [list(ctr_ids.values())])} if ctr_ids else set()
+        where, params = id_filter("id", list(ctr_ids.values()))
+        existing = {r[0] for r in db.sql(f"SELECT id FROM objects WHERE {where}", params)}
     todo = [(claims[p[0]], claims[p[1]]) for p in sorted(pairs) if ctr_ids[p] not in existing]
     todo = [(a, b) for a, b in todo if not _different_document_subjects(a, b, sources)]
     return todo, sources, ctr_ids

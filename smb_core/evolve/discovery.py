@@ -26,6 +26,7 @@ from smb_core.bank import Bank
 from smb_core.evolve import communities
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import DiscoveredRelationship, EdgeType, stable_id
+from smb_core.stores.metadata import id_filter
 
 MAX_PER_CYCLE = 50
 #: A bridge named with more nodes than this explains nothing (a hub such as the company itself).
@@ -60,9 +61,10 @@ class Node:
 
 
 def _nodes(bank: Bank, ids: list[str]) -> dict[str, Node]:
+    where, params = id_filter("id", ids)
     with bank.reading() as db:
         rows = db.sql("SELECT id, title, type, coalesce(json_extract_string(data, '$.entity_kind'), ''), source_ids "
-                      "FROM objects WHERE status = 'active' AND id IN (SELECT unnest(?))", [ids])
+                      f"FROM objects WHERE status = 'active' AND {where}", params)
     return {r[0]: Node(r[0], r[1], r[2], r[3], frozenset(r[4] or [])) for r in rows}
 
 

@@ -19,6 +19,7 @@ from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, retire_stale
 from smb_core.model import (
     Agenda, AgendaItem, Contradiction, Edge, EdgeType, Insight, Plan, PlanStep, Question, stable_id,
 )
+from smb_core.stores.metadata import id_filter
 
 AGENDA_SIZE = 25
 #: What kind of evidence settles each kind of contradiction the reflective layer finds.
@@ -137,8 +138,9 @@ def _subject_centrality(db, ids: list[str]) -> dict[str, int]:
 def _newest_source(db, ids: list[str]) -> dict[str, datetime]:
     if not ids:
         return {}
+    where, params = id_filter("o.id", ids)
     rows = db.sql("SELECT o.id, max(s.ingested_at) FROM objects o, unnest(o.source_ids) AS u(sid) "
-                  "JOIN sources s ON s.id = u.sid WHERE o.id IN (SELECT unnest(?::VARCHAR[])) GROUP BY o.id", [ids])
+                  f"JOIN sources s ON s.id = u.sid WHERE {where} GROUP BY o.id", params)
     return {r[0]: r[1] for r in rows if r[1] is not None}
 
 

@@ -251,8 +251,9 @@ def _ordered(events: list[_Event]) -> list[_Event]:
 
 def _source_paths(bank: Bank, source_ids: set[str]) -> dict[str, str]:
     """Corpus path of each layer-0 version, for citations a person can follow."""
+    where, params = id_filter("id", sorted(source_ids))
     with bank.reading() as db:
-        return dict(db.sql("SELECT id, path FROM sources WHERE id IN (SELECT unnest(?))", [sorted(source_ids)]))
+        return dict(db.sql(f"SELECT id, path FROM sources WHERE {where}", params))
 
 
 # ---- timelines and narratives -------------------------------------------------------------------
@@ -272,10 +273,10 @@ def _name(subject: MemoryObject, names: dict[str, str] | None = None) -> str:
 
 def _entity_names(bank: Bank, ids: list[str]) -> dict[str, str]:
     """Titles of the entities (not dates) among `ids`."""
+    where, params = id_filter("id", sorted(set(ids)))
     with bank.reading() as db:
-        return dict(db.sql("SELECT id, title FROM objects WHERE id IN (SELECT unnest(?)) "
-                           "AND type IN ('entity', 'canonical_entity') "
-                           "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", [sorted(set(ids))]))
+        return dict(db.sql(f"SELECT id, title FROM objects WHERE {where} AND type IN ('entity', 'canonical_entity') "
+                           "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params))
 
 
 def _span_text(events: list[_Event]) -> str:
@@ -438,9 +439,9 @@ def _edges(obj: MemoryObject, subject_id: str | None) -> list[Edge]:
 
 def _keep_created(bank: Bank, objects: list[MemoryObject]) -> None:
     """A rebuilt object keeps the creation time of the first build (only `modified` moves)."""
+    where, params = id_filter("id", [o.id for o in objects])
     with bank.reading() as db:
-        created = dict(db.sql("SELECT id, created FROM objects WHERE id IN (SELECT unnest(?))",
-                              [[o.id for o in objects]]))
+        created = dict(db.sql(f"SELECT id, created FROM objects WHERE {where}", params))
     for obj in objects:
         if obj.id in created:
             obj.created = created[obj.id]
@@ -470,9 +471,9 @@ def retire_stale(bank: Bank, cycle: Cycle, touched: set[str], built: set[str]) -
         )
         stale = {r[0]: r for r in rows if r[0] not in built}
         objects = db.get_objects(sorted(stale))
-        existing = {r[0] for r in db.sql("SELECT id FROM objects WHERE id IN (SELECT unnest(?))",
-                                         [[stable_id(o.id[:3], r[2]) for o in objects.values()
-                                           for r in [stale[o.id]] if r[2]]])}
+        where, params = id_filter("id", [stable_id(o.id[:3], r[2]) for o in objects.values()
+                                         for r in [stale[o.id]] if r[2]])
+        existing = {r[0] for r in db.sql(f"SELECT id FROM objects WHERE {where}", params)}
     edges = []
     for obj in objects.values():
         _, status, merged_into = stale[obj.id]
@@ -498,8 +499,8 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
     run, tag = cycle.run_id, cycle.tag
     with bank.reading() as db:
         since = db.sql("SELECT max(finished) FROM cycles WHERE number < ?", [cycle.number])[0][0]
-        documents = db.sql("SELECT id, path FROM sources WHERE id IN (SELECT unnest(?)) ORDER BY path",
-                           [cycle.source_ids])
+        where, params = id_filter("id", cycle.source_ids)
+        documents = db.sql(f"SELECT id, path FROM sources WHERE {where} ORDER BY path", params)
         extracted = dict(db.sql("SELECT type, count(*) FROM objects WHERE layer = 1 AND "
                                 "list_has_any(source_ids, ?::VARCHAR[]) GROUP BY type", [cycle.source_ids])) \
             if cycle.source_ids else {}
