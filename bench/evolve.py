@@ -4,15 +4,19 @@ documents, at two bank sizes, with peak RSS.
 The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
 increment is the corpus's last passages, held back from the first build at every size (about 1,000
 new objects), so that the two sizes' incremental cycles have the same new documents to digest.
-Prints the seconds each layer took in both cycles.
+Each cycle runs in a fresh process, as `smb evolve` and the Dagster daemon's runs do; the incremental
+cycle is timed several times from the same bank and the median reported. Prints the seconds each
+layer took in both cycles and the peak RSS of the largest cycle process.
 
-    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--bank-root DIR [--reuse]]
+    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--repeat 3] [--bank-root DIR [--reuse]]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -30,9 +34,47 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_size(size: int, increment: int, root: Path, reuse: bool = False) -> dict:
-    from smb_pipeline.runner import run_evolve, run_ingest
+def _ingest(settings: Settings) -> dict:
+    from smb_pipeline.runner import run_ingest
 
+    assert run_ingest(settings).success
+    return {"objects": _object_count(settings)}
+
+
+def _cycle(settings: Settings) -> dict:
+    """One cycle as `smb evolve` runs it; in its own process, so its peak RSS is its own."""
+    from smb_pipeline.runner import run_evolve
+
+    started = time.perf_counter()
+    _, report = run_evolve(settings)
+    seconds = time.perf_counter() - started
+    assert report.success, report.failures
+    return {"seconds": seconds, "layers": _layer_seconds(settings, report.run_ids[0]), "rss_mb": _rss_mb()}
+
+
+def _in_child(target, *args) -> dict:
+    """Run target(*args) in a fresh process, as each `smb evolve` (or a run the Dagster daemon launches)
+    is: nothing is cached from an earlier cycle, and the process's peak RSS is this step's."""
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_put, args=(queue, target, *args))
+    process.start()
+    result = queue.get()
+    process.join()
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _put(queue, target, *args) -> None:
+    try:
+        queue.put(target(*args))
+    except BaseException as exc:  # the parent re-raises it
+        queue.put(exc)
+        raise
+
+
+def run_size(size: int, increment: int, root: Path, reuse: bool = False, repeat: int = 3) -> dict:
     passages, _ = load_2wiki()
     # the same held-back passages at every size: the incremental cycles get the same new work to do
     base, extra = passages[: size - increment], passages[len(passages) - increment :]
@@ -40,25 +82,30 @@ def run_size(size: int, increment: int, root: Path, reuse: bool = False) -> dict
     settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
     if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
         write_corpus(base, corpus)
-        assert run_ingest(settings).success
+        _in_child(_ingest, settings)
     objects = _object_count(settings)
-    started = time.perf_counter()
-    _, report = run_evolve(settings)
-    full = time.perf_counter() - started
-    assert report.success, report.failures
-    full_layers = _layer_seconds(settings, report.run_ids[0])
-    before = _object_count(settings)
+    full = _in_child(_cycle, settings)
     for i, passage in enumerate(extra):  # new documents since the first cycle
         (corpus / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n", encoding="utf-8")
-    assert run_ingest(settings).success
-    added = _object_count(settings) - before
-    started = time.perf_counter()
-    _, report = run_evolve(settings)
-    incremental = time.perf_counter() - started
-    assert report.success, report.failures
-    return {"size": size, "objects": objects, "full_s": full, "added_objects": added, "incremental_s": incremental,
-            "rss_mb": _rss_mb(), "full_layers": full_layers,
-            "incremental_layers": _layer_seconds(settings, report.run_ids[0])}
+    before = _object_count(settings)
+    added = _in_child(_ingest, settings)["objects"] - before
+    # The incremental cycle is timed `repeat` times from the same starting bank (one run on this
+    # machine varies by +-20%); the median is reported.
+    snapshot = root / f"bank-{size}-before-incremental"
+    shutil.rmtree(snapshot, ignore_errors=True)
+    shutil.copytree(settings.memory_bank_dir, snapshot, symlinks=True)
+    runs = []
+    for attempt in range(repeat):
+        if attempt:
+            shutil.rmtree(settings.memory_bank_dir)
+            shutil.copytree(snapshot, settings.memory_bank_dir, symlinks=True)
+        runs.append(_in_child(_cycle, settings))
+    shutil.rmtree(snapshot)
+    median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return {"size": size, "objects": objects, "full_s": full["seconds"], "added_objects": added,
+            "incremental_s": median["seconds"], "incremental_runs": [round(r["seconds"], 1) for r in runs],
+            "rss_mb": max(full["rss_mb"], *(r["rss_mb"] for r in runs)), "full_layers": full["layers"],
+            "incremental_layers": median["layers"]}
 
 
 def _object_count(settings: Settings) -> int:
@@ -81,13 +128,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="3000,6119", help="documents per bank, comma-separated")
     parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
     parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
+    parser.add_argument("--repeat", type=int, default=3, help="incremental cycles timed per size (median reported)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse banks already ingested under --bank-root (an unfinished cycle is run again)")
     args = parser.parse_args()
     root = args.bank_root or Path(tempfile.mkdtemp(prefix="smb-evolve-bench-"))
     rows = []
     for size in args.sizes.split(","):
-        rows.append(run_size(int(size), args.increment, root, args.reuse))
+        rows.append(run_size(int(size), args.increment, root, args.reuse, args.repeat))
         print(f"done: {rows[-1]}", flush=True)  # a long run shows each size as soon as it is measured
     print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
           f"{'peak RSS MB':>12}")
@@ -98,6 +146,7 @@ def main() -> None:
         for label in ("full", "incremental"):
             layers = ", ".join(f"{k} {v:.0f}s" for k, v in r[f"{label}_layers"].items())
             print(f"{r['size']} documents, {label} cycle by layer: {layers}")
+        print(f"{r['size']} documents, incremental cycles timed: {r['incremental_runs']} s")
     print("targets: full cycle <= 600 s at ~100k objects, incremental <= 60 s and not growing with the bank, "
           "peak RSS <= 4 GB")
 
