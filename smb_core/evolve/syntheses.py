@@ -137,7 +137,9 @@ def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
 
     Only the touched canonical objects are read (all of them with global passes), and their fields are
     taken out of the JSON once per object: a hub's data holds thousands of member ids, and extracting
-    them once per joined claim made this query grow with the bank (1.5 s at 6,000 documents)."""
+    them once per joined claim made this query grow with the bank (1.5 s at 6,000 documents). A canonical
+    object's `members` are the layer-1 objects whose `merged_into` points to it, the mapping REFS builds
+    by scanning every entity and concept."""
     with bank.reading() as db:
         rows = db.sql("""
             WITH nodes AS (
