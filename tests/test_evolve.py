@@ -178,7 +178,8 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     memory = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
               "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
               "The assistant applies compaction to old chat messages so the prompt stays short."]
-    for i, sentence in enumerate(storage + memory):
+    soil = ["Heavy tractors cause compaction of farm soil, which lowers crop yields."]
+    for i, sentence in enumerate(storage + memory + soil):
         write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
     _ingest(bank, settings.kbmd_dir)
     cycle = open_cycle(bank, "cycle-00001", "run-1")
@@ -195,10 +196,26 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     with bank.reading() as db:
         path_of = {d.id: d.path for d in db.sources()}
     for sub in subs:  # each sense gathers mentions from one group of documents only
-        numbers = {int(path_of[source].split("-")[1].split(".")[0]) for source in sub.source_ids}
+        numbers = {int(path_of[source].split("-")[1].split(".")[0]) for source in sub.source_ids} - {6}
         assert numbers <= {0, 1, 2} or numbers <= {3, 4, 5}
     assert all(e.edge_type.value == "evolves_into" and e.head == compaction.id for e in edges)
     assert next(o for o in updated if o.id == compaction.id).status == Status.SPLIT
+    # every mention moved to a sense, the one about soil too (a sense of one mention does not stand alone)
+    assert sorted(m for sub in subs for m in sub.members) == sorted(compaction.members)
+    bank.write(subs, edges, run_id="run-1")
+    bank.update_objects(updated)
+    assert unresolved_merges(bank) == []
+    # a later mention joins a sense; the split concept is not brought back
+    write_doc(settings.kbmd_dir, "doc-7.md", "# Note 7\n\nCompaction merges storage segment files on disk.\n")
+    _ingest(bank, settings.kbmd_dir)
+    later = open_cycle(bank, "cycle-00002", "run-2")
+    new_ids = new_object_ids(bank, later, ("entity", "concept"))
+    merge.merge(bank, later, new_ids)
+    with bank.reading() as db:
+        assert db.get_object(compaction.id).status == Status.SPLIT
+        mention = next(o for o in db.get_objects(new_ids).values() if o.title == "compaction")
+        assert mention.merged_into in {sub.id for sub in subs}
+    assert unresolved_merges(bank) == []
 
 
 def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:

@@ -2,7 +2,8 @@
 
 The vectors of the sentences a concept's mentions come from (`contexts`) are clustered (agglomerative,
 average link). When they fall into two or more well separated groups, each group becomes a focused
-sub-concept, linked from the original with `evolves_into`; the original is kept with status `split`.
+sub-concept, linked from the original with `evolves_into`; the original is kept with status `split`,
+and every one of its mentions moves to a sense, so that each still resolves to an active object.
 """
 
 from __future__ import annotations
@@ -81,6 +82,28 @@ def _sense_label(contexts: list[str], others: list[str], name: str) -> str:
     return scored[-1][1] if scored else "sense"
 
 
+def _assign(concept: CanonicalConcept, members: dict, group_members: list, vectors: np.ndarray,
+            groups: list[list[int]]) -> list[list]:
+    """Every member of a split concept goes to one sense, so that each still resolves to an active
+    canonical object: the clustered groups keep theirs; a mention outside them (a sense too small or
+    loose to stand alone) joins the sense its context is closest to on average; a mention without a
+    context sentence joins the largest sense."""
+    senses = [[group_members[i] for i in g] for g in groups]
+    placed = {group_members[i].id for g in groups for i in g}
+    means = np.stack([vectors[g].mean(axis=0) for g in groups])
+    largest = max(range(len(groups)), key=lambda n: (len(groups[n]), -n))
+    for i, member in enumerate(group_members):
+        if member.id not in placed and getattr(member, "merged_into", None) == concept.id:
+            senses[int(np.argmax(means @ vectors[i]))].append(member)
+            placed.add(member.id)
+    for member_id in concept.members:
+        member = members.get(member_id)
+        if member is not None and member.id not in placed and getattr(member, "merged_into", None) == concept.id:
+            senses[largest].append(member)
+            placed.add(member.id)
+    return senses
+
+
 def concepts_grown_by(bank: Bank, source_ids: list[str]) -> list[str]:
     """Canonical concepts with a member mention from the given documents."""
     if not source_ids:
@@ -122,22 +145,23 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
         groups = [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]
         if len(groups) < 2:
             continue
+        senses = _assign(concept, members, group_members, vectors, groups)
         for index, group in enumerate(groups):
             own = [contexts[i] for i in group]
             rest = [contexts[i] for g in groups if g is not group for i in g]
             label = _sense_label(own, rest, concept.title)
-            ids = sorted(group_members[i].id for i in group)
+            core = sorted(group_members[i].id for i in group)
+            ids = sorted(m.id for m in senses[index])
             sub = CanonicalConcept(
-                id=stable_id("ccn", concept.id, *ids[:3]), title=f"{concept.title} ({label})",
+                id=stable_id("ccn", concept.id, *core[:3]), title=f"{concept.title} ({label})",
                 description=f"'{concept.title}' in the sense of {label}: {own[0]}", sense=label,
                 aliases=[concept.title], members=ids, derived_from=[concept.id, *ids],
-                source_ids=sorted({s for i in group for s in group_members[i].source_ids}),
+                source_ids=sorted({s for m in senses[index] for s in m.source_ids}),
                 confidence=concept.confidence, mentions=len(ids), run_id=cycle.run_id, tags=[cycle.tag, "split"],
             )
             subs.append(sub)
             edges.append(Edge.between(concept.id, sub.id, EdgeType.EVOLVES_INTO))
-            for i in group:
-                member = group_members[i]
+            for member in senses[index]:
                 member.merged_into = sub.id
                 updated.append(member)
         concept.status, concept.status_reason = Status.SPLIT, f"split into {len(groups)} senses in {cycle.key}"
