@@ -90,17 +90,16 @@ def _assign(concept: CanonicalConcept, members: dict, group_members: list, vecto
     context sentence joins the largest sense."""
     senses = [[group_members[i] for i in g] for g in groups]
     placed = {group_members[i].id for g in groups for i in g}
+    position = {m.id: i for i, m in enumerate(group_members)}
     means = np.stack([vectors[g].mean(axis=0) for g in groups])
     largest = max(range(len(groups)), key=lambda n: (len(groups[n]), -n))
-    for i, member in enumerate(group_members):
-        if member.id not in placed and getattr(member, "merged_into", None) == concept.id:
-            senses[int(np.argmax(means @ vectors[i]))].append(member)
-            placed.add(member.id)
     for member_id in concept.members:
         member = members.get(member_id)
-        if member is not None and member.id not in placed and getattr(member, "merged_into", None) == concept.id:
-            senses[largest].append(member)
-            placed.add(member.id)
+        if member is None or member_id in placed or getattr(member, "merged_into", None) != concept.id:
+            continue
+        i = position.get(member_id)
+        senses[largest if i is None else int(np.argmax(means @ vectors[i]))].append(member)
+        placed.add(member_id)
     return senses
 
 
