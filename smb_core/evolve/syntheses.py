@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from smb_core.bank import Bank
-from smb_core.evolve.abstractions import MIN_DOCUMENTS, REFS, Thing
+from smb_core.evolve.abstractions import MIN_DOCUMENTS, Thing
 from smb_core.evolve.cycle import Cycle
 from smb_core.llm import LLMError, OllamaClient
 from smb_core.model import CitedStatement, Claim, Edge, EdgeType, Synthesis, stable_id
@@ -39,6 +39,18 @@ _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = {"the", "a", "an", "of", "in", "on", "at", "to", "and", "or", "for", "by", "with", "from", "as", "is",
               "was", "are", "were", "be", "been", "it", "its", "that", "this", "which", "who"}
+
+
+#: Claims referencing the canonical objects in a `nodes(id, members)` CTE. A canonical object's `members`
+#: are the layer-1 objects whose `merged_into` points to it, so reading them replaces
+#: `abstractions.REFS`, which scans every entity and concept in the bank to build that mapping.
+_NODE_REFS = """
+    canon AS (SELECT id AS node, unnest(members) AS member FROM nodes UNION ALL SELECT id, id FROM nodes),
+    refs AS (
+        SELECT DISTINCT e.head AS claim, c.node FROM edges e JOIN canon c ON c.member = e.tail
+        WHERE e.edge_type = 'references'
+    )
+"""
 
 
 # ---- syntheses --------------------------------------------------------------------------------
@@ -137,11 +149,9 @@ def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
 
     Only the touched canonical objects are read (all of them with global passes), and their fields are
     taken out of the JSON once per object: a hub's data holds thousands of member ids, and extracting
-    them once per joined claim made this query grow with the bank (1.5 s at 6,000 documents). A canonical
-    object's `members` are the layer-1 objects whose `merged_into` points to it, the mapping REFS builds
-    by scanning every entity and concept."""
+    them once per joined claim made this query grow with the bank (1.5 s at 6,000 documents)."""
     with bank.reading() as db:
-        rows = db.sql("""
+        rows = db.sql(f"""
             WITH nodes AS (
                 SELECT id, title, type, coalesce(json_extract_string(data, '$.entity_kind'), '') AS kind,
                        coalesce(CAST(json_extract(data, '$.aliases') AS VARCHAR[]), []) AS aliases,
@@ -149,12 +159,7 @@ def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
                        list_has_any(source_ids, $sources::VARCHAR[]) AS touched
                 FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept')
                   AND ($all OR list_has_any(source_ids, $sources::VARCHAR[]))
-            ), canon AS (
-                SELECT id AS node, unnest(members) AS member FROM nodes UNION ALL SELECT id, id FROM nodes
-            ), refs AS (
-                SELECT DISTINCT e.head AS claim, c.node FROM edges e JOIN canon c ON c.member = e.tail
-                WHERE e.edge_type = 'references'
-            )
+            ), {_NODE_REFS}
             SELECT n.id, n.title, n.type, n.kind, n.aliases, count(DISTINCT cl.source_ids[1]) AS docs, n.touched
             FROM refs r JOIN objects cl ON cl.id = r.claim AND cl.type = 'claim' AND cl.status = 'active'
             JOIN nodes n ON n.id = r.node
@@ -168,19 +173,23 @@ def _theme_claims(bank: Bank, themes: list[str]) -> dict[str, list[Candidate]]:
     """Up to CANDIDATE_CLAIMS claims per theme that read on their own (no leading pronoun, no list intro)."""
     if not themes:
         return {}
+    where, params = id_filter("id", themes)
     with bank.reading() as db:
         rows = db.sql(f"""
-            WITH {REFS}, ranked AS (
+            WITH nodes AS (
+                SELECT id, coalesce(CAST(json_extract(data, '$.members') AS VARCHAR[]), []) AS members
+                FROM objects WHERE {where}
+            ), {_NODE_REFS}, ranked AS (
                 SELECT r.node, cl.id, cl.text, coalesce(json_extract_string(cl.data, '$.subject'), '') AS subject,
                        cl.source_ids[1] AS source,
                        row_number() OVER (PARTITION BY r.node ORDER BY cl.confidence DESC, cl.id) AS rank
-                FROM refs r JOIN objects cl ON cl.id = r.claim
-                WHERE r.node IN (SELECT unnest(?)) AND length(cl.text) BETWEEN 25 AND 400
+                FROM refs r JOIN objects cl ON cl.id = r.claim AND cl.type = 'claim' AND cl.status = 'active'
+                WHERE length(cl.text) BETWEEN 25 AND 400
                   AND NOT regexp_matches(cl.text, ':\\s*$')
                   AND NOT regexp_matches(cl.text, ?, 'i')
             )
             SELECT node, id, text, subject, source FROM ranked WHERE rank <= ? ORDER BY node, id
-        """, [themes, _BAD_START.pattern, CANDIDATE_CLAIMS])
+        """, [*params, _BAD_START.pattern, CANDIDATE_CLAIMS])
     out: dict[str, list[Candidate]] = defaultdict(list)
     for node, *fields in rows:
         out[node].append(Candidate(*fields))
