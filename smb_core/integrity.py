@@ -90,6 +90,36 @@ def unresolved_merges(bank: Bank, limit: int = 50) -> list[str]:
     return [r[0] for r in rows]
 
 
+def member_list_differences(db, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    """(canonical object, member, listed) where an active canonical object's `members` list and the
+    layer-1 objects merged into it disagree: listed but merged elsewhere (True), or merged into it but
+    not listed (False). Readers rely on the lists (syntheses find a theme's claims through them)."""
+    return db.sql(
+        f"""
+        WITH listed AS (
+            SELECT id AS canonical, unnest(CAST(json_extract(data, '$.members') AS VARCHAR[])) AS member
+            FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept')
+        ), pointing AS (
+            SELECT json_extract_string(o.data, '$.merged_into') AS canonical, o.id AS member FROM objects o
+            WHERE o.layer = 1 AND o.status = 'merged'
+        )
+        SELECT canonical, member, true FROM (SELECT * FROM listed EXCEPT SELECT * FROM pointing)
+        UNION ALL
+        SELECT canonical, member, false FROM (
+            SELECT p.* FROM pointing p JOIN objects c ON c.id = p.canonical AND c.status = 'active'
+            EXCEPT SELECT * FROM listed)
+        ORDER BY 1, 2 {"LIMIT " + str(int(limit)) if limit else ""}
+        """)
+
+
+def member_list_mismatches(bank: Bank, limit: int = 50) -> list[str]:
+    """Canonical objects whose member list names an object merged elsewhere, or misses one merged into it."""
+    with bank.reading() as db:
+        rows = member_list_differences(db, limit)
+    return [f"{c} lists {m}, merged elsewhere" if listed else f"{c} does not list {m}, merged into it"
+            for c, m, listed in rows]
+
+
 def contradiction_counts(bank: Bank) -> list[tuple[str, int]]:
     """(cycle, contradictions existing after it) for every finished cycle, oldest first."""
     with bank.reading() as db:

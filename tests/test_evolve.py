@@ -14,7 +14,7 @@ from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count, retire_stale
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
-from smb_core.integrity import dangling_references, unresolved_merges
+from smb_core.integrity import dangling_references, member_list_mismatches, unresolved_merges
 from smb_core.model import Claim, Community, Concept, Entity, EntityKind, Status, stable_id
 from smb_core.query import MemoryBank
 from tests.conftest import write_doc
@@ -215,7 +215,18 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
         assert db.get_object(compaction.id).status == Status.SPLIT
         mention = next(o for o in db.get_objects(new_ids).values() if o.title == "compaction")
         assert mention.merged_into in {sub.id for sub in subs}
+        senses = db.get_objects([sub.id for sub in subs])
     assert unresolved_merges(bank) == []
+    # the mention paired with mentions of both senses; the other sense keeps its own
+    other = next(s for s in senses.values() if s.id != mention.merged_into)
+    assert sorted(other.members) == sorted(next(s for s in subs if s.id == other.id).members)
+    assert member_list_mismatches(bank) == []
+    # a list naming a member merged elsewhere (as banks evolved before this was kept) is repaired
+    other.members = sorted({*other.members, mention.id})
+    bank.update_objects([other])
+    assert member_list_mismatches(bank) == [f"{other.id} lists {mention.id}, merged elsewhere"]
+    assert merge.repair_member_lists(bank, later) == 1
+    assert member_list_mismatches(bank) == []
 
 
 def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:

@@ -22,6 +22,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.evolve.contexts import context_vectors
 from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
+from smb_core.integrity import member_list_differences
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
     model_for, stable_id,
@@ -276,7 +277,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     with bank.reading() as db:
         members = db.get_objects(sorted({m for g in groups for m in g}))
         existing_ids = sorted({m.merged_into for m in members.values() if getattr(m, "merged_into", None)})
-        existing = db.get_objects(existing_ids)
+        existing = {i: o for i, o in db.get_objects(existing_ids).items() if o.status == Status.ACTIVE}
         edge_rows = db.sql("SELECT id, head, tail, edge_type, weight, object_id FROM edges "
                            "WHERE head IN (SELECT unnest($ids)) OR tail IN (SELECT unnest($ids))",
                            {"ids": sorted(members)})
@@ -289,25 +290,35 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     for group in groups:
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
+        # A member of another active canonical object stays there: moving it would leave that object's
+        # member list naming it, and would pull mentions out of the senses a split made.
+        objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
+                or o.merged_into == (prior.id if prior else None)]
+        canonical_id = prior.id if prior else _canonical_id(objs[0])
+        joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
+        member_ids = {o.id for o in objs}
+        redirected = []  # (edge, its row) for the members' edges, now the canonical object's
+        for edge_id, head, tail, kind, weight, object_id in {row[0]: row for m in sorted(member_ids)
+                                                             for row in edges_of.get(m, [])}.values():
+            new_head = canonical_id if head in member_ids else head
+            new_tail = canonical_id if tail in member_ids else tail
+            if new_head != new_tail:
+                redirected.append((Edge.between(new_head, new_tail, kind, weight),
+                                   {"id": edge_id, "head": head, "tail": tail, "edge_type": kind, "weight": weight,
+                                    "object_id": object_id}))
+        if not joining and not redirected:
+            continue  # links between members it already has: nothing to rewrite
         canonical = _canonical(objs, prior, cycle)
         canonical_objects.append(canonical)
-        for member in objs:
-            if member.status != Status.MERGED or member.merged_into != canonical.id:
-                member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
-                member.status_reason = f"merged into {canonical.id} in {cycle.key}"
-                updated_members.append(member)
-        member_ids = {o.id for o in objs}
-        touching = {row[0]: row for m in member_ids for row in edges_of.get(m, [])}
-        for edge_id, head, tail, kind, weight, object_id in touching.values():
-            new_head = canonical.id if head in member_ids else head
-            new_tail = canonical.id if tail in member_ids else tail
-            if new_head == new_tail:
-                continue
-            new_edges.append(Edge.between(new_head, new_tail, kind, weight))
-            removed.append({"id": edge_id, "head": head, "tail": tail, "edge_type": kind, "weight": weight,
-                            "object_id": object_id})
+        for member in joining:
+            member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
+            member.status_reason = f"merged into {canonical.id} in {cycle.key}"
+        updated_members += joining
+        new_edges += [edge for edge, _ in redirected]
+        removed += [row for _, row in redirected]
         new_edges.extend(Edge.between(canonical.id, m, EdgeType.DERIVES_FROM) for m in sorted(member_ids))
-        for member in sorted(member_ids):
+        moved = {o.id for o in joining} | {r[k] for _, r in redirected for k in ("head", "tail")}
+        for member in sorted(member_ids & moved):
             score, sig = signals.get(member, (1.0, {}))
             records.append((cycle.key, canonical.id, member, score, json.dumps(sig)))
     bank.write(canonical_objects, new_edges, run_id=cycle.run_id)
@@ -320,7 +331,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             by_member[r["tail"]].append(r)
         db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "redirected_edges"],
                        [(*rec, json.dumps(by_member.get(rec[2], []))) for rec in records])
-    result.canonical, result.groups = canonical_objects, len(groups)
+    result.canonical, result.groups = canonical_objects, len(canonical_objects)
     result.merged_members, result.redirected_edges = len(updated_members), len(removed)
     return result
 
@@ -343,13 +354,34 @@ def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycl
         derived_from=members,
         run_id=cycle.run_id,
     )
+    cid = prior.id if prior else _canonical_id(lead)
     if isinstance(lead, Entity):
         kinds = Counter(o.entity_kind for o in objs if o.entity_kind != EntityKind.OTHER)
         kind = kinds.most_common(1)[0][0] if kinds else EntityKind.OTHER
-        cid = prior.id if prior else stable_id("cen", normalise_name(lead.title), lead.id)
         return CanonicalEntity(id=cid, entity_kind=kind, **fields)
-    cid = prior.id if prior else stable_id("ccn", normalise_name(lead.title), lead.id)
     return CanonicalConcept(id=cid, **fields)
+
+
+def _canonical_id(lead: MemoryObject) -> str:
+    """A new canonical object's id, from the group's most mentioned member."""
+    return stable_id("cen" if isinstance(lead, Entity) else "ccn", normalise_name(lead.title), lead.id)
+
+
+def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
+    """Bring canonical member lists in line with the merge pointers; returns objects rewritten. Banks
+    evolved before merges stopped moving members between canonical objects have lists naming members
+    merged elsewhere; run with the global passes, as it reads every merged object."""
+    with bank.reading() as db:
+        differences = member_list_differences(db)
+        canonical = db.get_objects(sorted({c for c, _, _ in differences}))
+    for obj in canonical.values():
+        wrong = {m for c, m, listed in differences if c == obj.id and listed}
+        missing = {m for c, m, listed in differences if c == obj.id and not listed}
+        obj.members = sorted(set(obj.members) - wrong | missing)
+        obj.derived_from = list(obj.members)
+        obj.run_id = cycle.run_id
+    bank.update_objects(list(canonical.values()))
+    return len(canonical)
 
 
 def undo_merge(bank: Bank, canonical_id: str) -> int:

@@ -22,8 +22,9 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
                                                         grown_since=None if cycle.global_passes else grown_since)
     bank.write(subs, split_edges, run_id=cycle.run_id)
     bank.update_objects(updated)
-    kinds, clusters, found, retired = [], [], [], 0
+    kinds, clusters, found, retired, repaired = [], [], [], 0, 0
     if cycle.global_passes:
+        repaired = merge.repair_member_lists(bank, cycle)
         kinds, kind_edges = taxonomy.build_taxonomy(bank, cycle)
         bank.write(kinds, kind_edges, run_id=cycle.run_id)
         clusters, cluster_edges = taxonomy.build_clusters(bank, cycle)
@@ -44,7 +45,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     }
     if cycle.global_passes:  # a skipped pass has no counts (not zeros that would read as "none left")
         result.counts.update(taxonomy_nodes=len(kinds), clusters=len(clusters), communities=len(found),
-                             groupings_superseded=retired)
+                             groupings_superseded=retired, member_lists_repaired=repaired)
     result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
     result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.canonical[:10]]
     result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]

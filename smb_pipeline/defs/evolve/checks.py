@@ -5,7 +5,7 @@ import dagster as dg
 
 from smb_core.integrity import (
     contradiction_counts, dangling_references, dispute_flag_mismatches, thinly_derived, unresolved_citations,
-    unresolved_merges,
+    member_list_mismatches, unresolved_merges,
 )
 from smb_pipeline.defs.evolve import assets
 from smb_pipeline.defs.ingest.checks import _result
@@ -28,8 +28,10 @@ def no_dangling_ids(bank: MemoryBankResource) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=assets.semantic)
 def merged_objects_resolve(bank: MemoryBankResource) -> dg.AssetCheckResult:
-    """Every merged object points to an active canonical object."""
-    return _result(unresolved_merges(bank.open()), 1, "merges")
+    """Every merged object points to an active canonical object, and every canonical object's member list
+    names exactly the objects merged into it."""
+    store = bank.open()
+    return _result(unresolved_merges(store) + member_list_mismatches(store), 1, "merges")
 
 
 @dg.asset_check(asset=assets.synthetic)
