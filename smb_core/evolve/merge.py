@@ -5,7 +5,8 @@ parenthesised qualifier or honorific, acronym) looked up in SQL, plus the neares
 new object's vector in Chroma. A pair is merged on several signals: name similarity, vector
 similarity, compatible kind (a person is never merged with a place: homonyms stay apart) and shared
 neighbours; with an LLM configured, the LLM decides the borderline pairs (`is_borderline`). Members
-keep their layer-1 files, get status `merged` and a pointer to the canonical object; their edges are
+keep their layer-1 files, get status `merged` and a pointer to the canonical object (which lists them
+as its `members`; a member of an active canonical object is never moved to another); their edges are
 redirected to it; every merge is recorded in the `merges` table so that `undo_merge` can restore it.
 """
 
