@@ -92,7 +92,7 @@ def unresolved_merges(bank: Bank, limit: int = 50) -> list[str]:
 
 def member_list_differences(db, limit: int | None = None) -> list[tuple[str, str, bool]]:
     """(canonical object, member, listed) where an active canonical object's `members` list and the
-    layer-1 objects merged into it disagree: listed but merged elsewhere (True), or merged into it but
+    layer-1 objects merged into it disagree: listed but not merged into it (True), or merged into it but
     not listed (False). Readers rely on the lists (syntheses find a theme's claims through them)."""
     return db.sql(
         f"""
@@ -113,10 +113,10 @@ def member_list_differences(db, limit: int | None = None) -> list[tuple[str, str
 
 
 def member_list_mismatches(bank: Bank, limit: int = 50) -> list[str]:
-    """Canonical objects whose member list names an object merged elsewhere, or misses one merged into it."""
+    """Canonical objects whose member list names an object not merged into them, or misses one that is."""
     with bank.reading() as db:
         rows = member_list_differences(db, limit)
-    return [f"{c} lists {m}, merged elsewhere" if listed else f"{c} does not list {m}, merged into it"
+    return [f"{c} lists {m}, which is not merged into it" if listed else f"{c} does not list {m}, merged into it"
             for c, m, listed in rows]
 
 

@@ -224,7 +224,7 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     # a list naming a member merged elsewhere (as banks evolved before this was kept) is repaired
     other.members = sorted({*other.members, mention.id})
     bank.update_objects([other])
-    assert member_list_mismatches(bank) == [f"{other.id} lists {mention.id}, merged elsewhere"]
+    assert member_list_mismatches(bank) == [f"{other.id} lists {mention.id}, which is not merged into it"]
     assert merge.repair_member_lists(bank, later) == 1
     assert member_list_mismatches(bank) == []
 
