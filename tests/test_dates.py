@@ -88,6 +88,9 @@ def test_vague_dates_are_approximate_ranges(text, expected) -> None:
     "version 2019.1", "$1,874", "1,874 people", "room 1920", "Room 1920 is on the left.", "1920 employees",
     "it costs €2000", "ticket #1999", "build 2048", "Lumen DB 1.0 shipped with the Apache License 2.0.",
     "call 555-1874", "a 2019.5 release", "page 1984", "ISO 8601", "the 737 MAX", "12:2019", "3/2019/7",
+    # before the common era (timelines order years of the common era), and a studio's name
+    "in the late 6th century BCE", "the 1st century BC", "about 1300 BC", "founded in 1870 B.C.",
+    "an actor under contract to 20th Century Fox",
 ])
 def test_things_that_are_not_dates(text) -> None:
     assert find_dates(text) == []

@@ -78,6 +78,10 @@ _PATTERNS = [
     ("year", re.compile(rf"(?<![\w$€£¥#.,/:-]){_YEAR}(?![\w%]|[.,:/-]\d)")),
 ]
 
+_BEFORE_COMMON_ERA = re.compile(r"\s*(?:BCE?\b|B\.\s?C\.(?:E\.)?)")
+#: A capitalised "Century" followed by a capitalised word is a name ("20th Century Fox"), not a date.
+_CENTURY_NAME = re.compile(r"\s+[A-Z]")
+
 #: What joins two dates into a range: the connector between them and, for some, the word before the first.
 _RANGE_JOIN = re.compile(r"^\s*(–|—|-|to|until|till|through|thru|and)\s*$", re.I)
 _RANGE_WORDS = {"–", "—", "-", "to", "until", "till", "through", "thru"}
@@ -108,6 +112,8 @@ def find_dates(text: str) -> list[DateMention]:
         for m in pattern.finditer(text):
             if any(s < m.end() and m.start() < e for s, e in taken):
                 continue
+            if _BEFORE_COMMON_ERA.match(text, m.end()):
+                continue  # the timelines order years of the common era: "1st century BC" is not 0001-0099
             mention = _parse(kind, m, text)
             if mention is not None:
                 found.append(mention)
@@ -185,7 +191,7 @@ def _parse(kind: str, m: re.Match, text: str) -> DateMention | None:
         start = _extend_left(text, start, r"\bthe\s+$")
     elif kind in ("century", "century_word"):
         n = int(g[1]) if kind == "century" else _ORDINAL_WORDS[g[1].lower()]
-        if not 1 <= n <= 21:
+        if not 1 <= n <= 21 or (m.group(0).endswith("Century") and _CENTURY_NAME.match(text, stop)):
             return None
         first, last = _part_of(100 * (n - 1), 100 * (n - 1) + 99, g[0])
         date, end, approx = f"{first:04d}", f"{last:04d}", True
