@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from smb_core.corpus import scan
-from smb_core.evolve.contradictions import Verdict, find_contradictions, judge
+from smb_core.evolve.contradictions import Verdict, _judged_pair, find_contradictions, judge
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Contradiction, Question, stable_id
 from tests.conftest import write_doc
@@ -166,6 +166,16 @@ def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_aga
 def test_judge_ignores_identical_and_empty_statements():
     assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None
     assert judge("", "Lumen Labs was founded in 2017.") is None
+
+
+def test_a_document_title_stands_for_its_surname_too():
+    """In the article on Mara Okafor, "Okafor founded ..." is about her, as "Mara Okafor founded ..." is."""
+    same = _judged_pair(("Okafor founded Lumen Labs in Lisbon in 2017.", "Dr. Mara Okafor"),
+                        ("Mara Okafor founded Lumen Labs in Lisbon in 2017.", "Company history"))
+    assert same[0] == same[1] and judge(*same) is None
+    other = _judged_pair(("Okafor founded Lumen Labs in Lisbon in 2017.", "Dr. Mara Okafor"),
+                         ("Mara Okafor founded Lumen Labs in Porto.", "Company history"))
+    assert judge(*other).attribute == "founding place"
 
 
 # ---- end to end on a real bank ------------------------------------------------------------------

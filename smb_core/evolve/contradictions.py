@@ -2634,7 +2634,8 @@ _HONORIFIC = re.compile(r"^(?:(?:Dr|Mr|Mrs|Ms|Prof|Sir|Dame)\.?\s+)+")
 def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
     """The two statements as judged, from (statement with its pronoun resolved, document title) each: the
     documents' titles, which name their subjects, become one opaque proper name, so that a title that
-    reads like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is."""
+    reads like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is; a title
+    that is a name of capitalised words stands for its last word alone too ("Okafor founded ...")."""
     (ta, title_a), (tb, title_b) = a, b
     for title in {_HONORIFIC.sub("", title_a), _HONORIFIC.sub("", title_b)}:  # "Dr. Mara Okafor" is "Mara Okafor"
         if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
@@ -2643,6 +2644,10 @@ def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
         digest = stable_id("t", _fold(title)).split("-")[1]
         name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
         ta, tb = _replace_title(pattern, name, ta), _replace_title(pattern, name, tb)
+        words = title.split()
+        if len(words) <= 4 and all(w[:1].isupper() for w in words):  # a person's name: "Okafor" is Mara Okafor
+            surname = re.compile(rf"(?<![\w'’]){re.escape(words[-1])}(?![\w'’])(?!\s+[A-Z])")
+            ta, tb = _replace_title(surname, name, ta), _replace_title(surname, name, tb)
     return ta, tb
 
 
