@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -70,7 +71,9 @@ def decide(names: float, vector: float, context: float, shared: int, multiword: 
     """Whether two objects name the same thing, from independent signals.
 
     The same multi-word name is enough unless the kinds conflict; a one-word entity name ("Mercury",
-    "Jordan") also needs its contexts to agree; a similar name needs a close vector or context.
+    "Jordan") also needs its contexts to agree, and more so beside a different name ("Wilhelm" beside
+    "Johann Wilhelm", an acronym beside its expansion); a similar multi-word name needs a close vector or
+    context. `multiword` is false when either name is a one-word entity name.
     Contexts or shared neighbours can overrule a kind conflict, because NER kinds are noisy.
     (Concepts are terms: the same term is one concept, and `split` later separates its senses.)"""
     agreeing_context = context >= CONTEXT_SIMILAR or shared >= 1
@@ -78,6 +81,9 @@ def decide(names: float, vector: float, context: float, shared: int, multiword: 
         return False
     if names == 1.0:
         return multiword or agreeing_context
+    if not multiword:  # vectors of names that share a word are close whatever they name; one shared
+        # neighbour is often a hub ("United States"), so it takes two
+        return names >= NAME_SIMILAR and (context >= CONTEXT_SIMILAR or shared >= 2)
     return names >= NAME_SIMILAR and (vector >= VECTOR_SIMILAR or agreeing_context)
 
 
@@ -91,31 +97,70 @@ def is_borderline(names: float, vector: float, context: float, shared: int, mult
     return at(-BORDERLINE) != at(BORDERLINE)
 
 
+#: An acronym beside a name with its initials: a lead, not proof ("CW" is the Cold War, County Wexford
+#: and Cable & Wireless alike), so it counts as a similar name that needs a close vector or context.
+ACRONYM_SIMILARITY = 0.9
+_NUMBER = re.compile(r"\d+")
+
+
 @lru_cache(maxsize=500_000)
-def name_similarity(a: str, b: str) -> float:
-    """1.0 when two names share a blocking key (same name, or acronym and expansion), else string similarity."""
-    if partner_keys(blocking_keys(a)) & blocking_keys(b):
+def name_similarity(a: str, b: str, concept: bool = False) -> float:
+    """1.0 when two names share a blocking key, ACRONYM_SIMILARITY for an acronym and its expansion,
+    else string similarity. Names with different numbers ("September 2012" / "11 September 2015",
+    "Apollo 11" / "Apollo 13") are different things: 0."""
+    if sorted(_NUMBER.findall(a)) != sorted(_NUMBER.findall(b)):
+        return 0.0
+    shared = partner_keys(blocking_keys(a)) & blocking_keys(b)
+    if any(":" not in key for key in shared):
         return 1.0
-    return max(difflib.SequenceMatcher(None, normalise_name(a), normalise_name(b)).ratio(), _token_match(a, b))
+    if shared:
+        return ACRONYM_SIMILARITY
+    ratio = difflib.SequenceMatcher(None, normalise_name(a), normalise_name(b)).ratio()
+    if _words_differ(a, b):  # "Berlin International Film Festival" / "Cannes International Film Festival"
+        ratio = min(ratio, DIFFERENT_WORDS_SIMILARITY)
+    return max(ratio, _token_match(a, b, concept))
 
 
-def _token_match(a: str, b: str) -> float:
+#: The string similarity two multi-word names keep at most when each has a word the other lacks.
+DIFFERENT_WORDS_SIMILARITY = 0.8
+
+
+def _words_differ(a: str, b: str) -> bool:
+    """Both names have two words or more and each has one with no close counterpart in the other:
+    they differ in what they name, however alike the strings are."""
+    wa, wb = normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()
+    if len(wa) < 2 or len(wb) < 2:
+        return False
+
+    def close(x: str, y: str) -> bool:
+        return _same_word(x, y) or difflib.SequenceMatcher(None, x, y).ratio() >= 0.8
+
+    return not all(any(close(w, v) for v in wb) for w in wa) and not all(any(close(w, v) for v in wa) for w in wb)
+
+
+def _same_word(x: str, y: str) -> bool:
+    """The same word, or one abbreviating the other ("labs" / "laboratories"); a plural 's' aside."""
+    x, y = x.rstrip("s"), y.rstrip("s")
+    return x == y or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
+
+
+def _token_match(a: str, b: str, concept: bool = False) -> float:
     """Share of the shorter name's words found in the longer one, allowing abbreviations
-    ("Labs" ~ "Laboratories") and a surname standing for a full name ("Okafor" ~ "Mara Okafor")."""
+    ("Labs" ~ "Laboratories") and a surname standing for a full name ("Okafor" ~ "Mara Okafor").
+    Concepts must match word for word: "film director" is a broader concept than "french film director"."""
     short, long = sorted((normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()),
                          key=len)
-    if not short:
+    if not short or (concept and len(short) != len(long)):
         return 0.0
 
-    def same(x: str, y: str) -> bool:
-        x, y = x.rstrip("s"), y.rstrip("s")
-        return x == y or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
-
+    same = _same_word
     matched = sum(any(same(w, v) for v in long) for w in short)
     if matched < len(short):
         return 0.0
     if len(short) == 1 and len(long) > 1:
         return 0.9 if same(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
+    if len(short) < len(long) and not (same(short[0], long[0]) and same(short[-1], long[-1])):
+        return 0.0  # "Ali Khan" / "Nusrat Fateh Ali Khan", "United States" / "United States Army"
     return 0.95
 
 
@@ -199,12 +244,13 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             b = others[cid]
             if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
-            names = name_similarity(a.title, b.title)
+            names = name_similarity(a.title, b.title, not isinstance(a, Entity))
             if names < name_floor:
                 continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
-            multiword = len(normalise_name(QUALIFIER.sub("", a.title)).split()) >= 2 or not isinstance(a, Entity)
+            multiword = not isinstance(a, Entity) or all(len(normalise_name(QUALIFIER.sub("", o.title)).split()) >= 2
+                                                         for o in (a, b))
             scored.append((a, b, names, cosine, shared, multiword, _kinds_conflict(a, b)))
     # Context sentences are embedded only for the pairs the other signals leave undecided.
     undecided = [x for x in scored
@@ -227,8 +273,33 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
                 pairs.append(row)
     if borderline:
         pairs += _confirm(bank, [borderline[key] for key in sorted(borderline)])
+    pairs += _surnames_in_document(new)
     unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
     return [unique[key] for key in sorted(unique)]
+
+
+def _surnames_in_document(new: dict[str, MemoryObject]) -> list[tuple[str, str, float, dict]]:
+    """A lone surname and the one full name of a person ending with it in the same document ("Okafor"
+    after "Mara Okafor"): the document introduced the person, so they are one, whatever the sentences.
+    With two such full names ("Johann Wilhelm", "Adolf Wilhelm") the surname stays on its own."""
+    people: dict[tuple[str, str], list[str]] = defaultdict(list)  # (document, surname) -> full names
+    lone: list[Entity] = []
+    for obj in new.values():
+        if not isinstance(obj, Entity) or len(obj.source_ids) != 1 or obj.entity_kind not in (EntityKind.PERSON,
+                                                                                              EntityKind.OTHER):
+            continue
+        words = normalise_name(QUALIFIER.sub("", obj.title)).split()
+        if len(words) == 1:
+            lone.append(obj)
+        elif len(words) >= 2 and obj.entity_kind == EntityKind.PERSON:
+            people[(obj.source_ids[0], words[-1])].append(obj.id)
+    pairs = []
+    for obj in lone:
+        full = people.get((obj.source_ids[0], normalise_name(QUALIFIER.sub("", obj.title))), [])
+        if len(full) == 1:
+            a, b = sorted((obj.id, full[0]))
+            pairs.append((a, b, 0.9, {"name": 0.9, "same_document": True}))
+    return pairs
 
 
 def _confirm(bank: Bank, borderline: list[tuple]) -> list[tuple[str, str, float, dict]]:
@@ -287,7 +358,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         edges_of[row[1]].append(row)
         if row[2] != row[1]:
             edges_of[row[2]].append(row)
-    canonical_objects, updated_members, new_edges, removed, records = [], [], [], [], []
+    plans, canonical_of = [], {}  # (members, prior canonical object, canonical id); member -> canonical id
     for group in groups:
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
@@ -295,19 +366,13 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         # member list naming it, and would pull mentions out of the senses a split made.
         objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
                 or o.merged_into == (prior.id if prior else None)]
-        canonical_id = prior.id if prior else _canonical_id(objs[0])
+        plans.append((objs, prior, prior.id if prior else _canonical_id(objs[0])))
+        canonical_of.update((o.id, plans[-1][2]) for o in objs)
+    new_edges, removed, redirected_of = _redirect(canonical_of, edges_of)
+    canonical_objects, updated_members, records = [], [], []
+    for objs, prior, canonical_id in plans:
         joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
-        member_ids = {o.id for o in objs}
-        redirected = []  # (edge, its row) for the members' edges, now the canonical object's
-        for edge_id, head, tail, kind, weight, object_id in {row[0]: row for m in sorted(member_ids)
-                                                             for row in edges_of.get(m, [])}.values():
-            new_head = canonical_id if head in member_ids else head
-            new_tail = canonical_id if tail in member_ids else tail
-            if new_head != new_tail:
-                redirected.append((Edge.between(new_head, new_tail, kind, weight),
-                                   {"id": edge_id, "head": head, "tail": tail, "edge_type": kind, "weight": weight,
-                                    "object_id": object_id}))
-        if not joining and not redirected:
+        if not joining and not any(o.id in redirected_of for o in objs):
             continue  # links between members it already has: nothing to rewrite
         canonical = _canonical(objs, prior, cycle)
         canonical_objects.append(canonical)
@@ -315,26 +380,39 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
             member.status_reason = f"merged into {canonical.id} in {cycle.key}"
         updated_members += joining
-        new_edges += [edge for edge, _ in redirected]
-        removed += [row for _, row in redirected]
-        new_edges.extend(Edge.between(canonical.id, m, EdgeType.DERIVES_FROM) for m in sorted(member_ids))
-        moved = {o.id for o in joining} | {r[k] for _, r in redirected for k in ("head", "tail")}
-        for member in sorted(member_ids & moved):
+        new_edges.extend(Edge.between(canonical.id, o.id, EdgeType.DERIVES_FROM) for o in objs)
+        for member in sorted({o.id for o in joining} | {o.id for o in objs if o.id in redirected_of}):
             score, sig = signals.get(member, (1.0, {}))
             records.append((cycle.key, canonical.id, member, score, json.dumps(sig)))
     bank.write(canonical_objects, new_edges, run_id=cycle.run_id)
     bank.update_objects(updated_members)
     bank.remove_edges([(r["head"], r["tail"], r["id"]) for r in removed])
     with bank.writing() as db:
-        by_member = defaultdict(list)
-        for r in removed:
-            by_member[r["head"]].append(r)
-            by_member[r["tail"]].append(r)
         db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "redirected_edges"],
-                       [(*rec, json.dumps(by_member.get(rec[2], []))) for rec in records])
+                       [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
     result.canonical, result.groups = canonical_objects, len(canonical_objects)
     result.merged_members, result.redirected_edges = len(updated_members), len(removed)
     return result
+
+
+def _redirect(canonical_of: dict[str, str], edges_of: dict[str, list[tuple]]):
+    """The members' edges moved to their canonical objects: (new edges, removed rows, removed rows by
+    member). Both ends are mapped at once, so an edge between members of two groups joins the two
+    canonical objects; an edge between members of one group (a self-loop now) is only removed. The
+    rows are what `undo_merge` restores."""
+    new_edges, removed, by_member = [], [], defaultdict(list)
+    rows = {row[0]: row for m in sorted(canonical_of) for row in edges_of.get(m, [])}
+    for edge_id, head, tail, kind, weight, object_id in rows.values():
+        new_head, new_tail = canonical_of.get(head, head), canonical_of.get(tail, tail)
+        if new_head == new_tail and not (head in canonical_of and tail in canonical_of):
+            continue  # a canonical object's derives_from edge to its member
+        if new_head != new_tail:
+            new_edges.append(Edge.between(new_head, new_tail, kind, weight).model_copy(update={"object_id": object_id}))
+        row = {"id": edge_id, "head": head, "tail": tail, "edge_type": kind, "weight": weight, "object_id": object_id}
+        removed.append(row)
+        for end in sorted({head, tail} & canonical_of.keys()):
+            by_member[end].append(row)
+    return new_edges, removed, dict(by_member)
 
 
 def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycle) -> MemoryObject:
