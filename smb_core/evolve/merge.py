@@ -121,13 +121,15 @@ def name_similarity(a: str, b: str, concept: bool = False) -> float:
     return max(ratio, _token_match(a, b, concept))
 
 
-#: The string similarity two multi-word names keep at most when each has a word the other lacks.
+#: The string similarity two multi-word names keep at most when one has a word the other lacks (then
+#: only `_token_match` can call them one name).
 DIFFERENT_WORDS_SIMILARITY = 0.8
 
 
 def _words_differ(a: str, b: str) -> bool:
-    """Both names have two words or more and each has one with no close counterpart in the other:
-    they differ in what they name, however alike the strings are."""
+    """Both names have two words or more and one has a word with no close counterpart in the other
+    ("International Film Festival" / "Cannes International Film Festival"): however alike the strings
+    are, the words say what is named."""
     wa, wb = normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()
     if len(wa) < 2 or len(wb) < 2:
         return False
@@ -135,7 +137,7 @@ def _words_differ(a: str, b: str) -> bool:
     def close(x: str, y: str) -> bool:
         return _same_word(x, y) or difflib.SequenceMatcher(None, x, y).ratio() >= 0.8
 
-    return not all(any(close(w, v) for v in wb) for w in wa) and not all(any(close(w, v) for v in wa) for w in wb)
+    return not all(any(close(w, v) for v in wb) for w in wa) or not all(any(close(w, v) for v in wa) for w in wb)
 
 
 def _same_word(x: str, y: str) -> bool:
