@@ -142,6 +142,21 @@ def test_acronyms_numbers_and_narrower_concepts_do_not_chain_different_things(ba
     assert not any(len([t for t in g if "Khan" in t or "United" in t or "Festival" in t]) > 1 for g in groups)
 
 
+def test_two_groups_joining_one_canonical_object_in_a_cycle_are_both_listed(bank: Bank) -> None:
+    first = [_entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics in Cambridge."),
+             _entity("src-a", "Okafor", "person", "Okafor wrote software to find similar telescope images.")]
+    bank.write(first)
+    (canonical,) = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [o.id for o in first]).canonical
+    # each joins through the member of its own name: two groups with one canonical object
+    later = [_entity("src-c", "Mara Okafor", "person", "Mara Okafor gave the opening keynote in Lisbon."),
+             _entity("src-d", "Okafor", "person", "Okafor wrote software to find similar telescope images.")]
+    bank.write(later)
+    merge.merge(bank, open_cycle(bank, "cycle-00002", "run-2"), [o.id for o in later])
+    with bank.reading() as db:
+        assert sorted(db.get_object(canonical.id).members) == sorted(o.id for o in first + later)
+    assert member_list_mismatches(bank) == []
+
+
 def test_a_lone_surname_joins_the_one_full_name_of_its_document(bank: Bank) -> None:
     objects = [
         _entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics."),

@@ -360,7 +360,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         edges_of[row[1]].append(row)
         if row[2] != row[1]:
             edges_of[row[2]].append(row)
-    plans, canonical_of = [], {}  # (members, prior canonical object, canonical id); member -> canonical id
+    joined: dict[str, tuple[MemoryObject | None, dict]] = {}  # canonical id -> (prior object, members by id)
     for group in groups:
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
@@ -368,8 +368,11 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         # member list naming it, and would pull mentions out of the senses a split made.
         objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
                 or o.merged_into == (prior.id if prior else None)]
-        plans.append((objs, prior, prior.id if prior else _canonical_id(objs[0])))
-        canonical_of.update((o.id, plans[-1][2]) for o in objs)
+        # two groups can join one canonical object (through different members): it is written once
+        joined.setdefault(prior.id if prior else _canonical_id(objs[0]), (prior, {}))[1].update((o.id, o) for o in objs)
+    plans = [(sorted(objs.values(), key=lambda o: (-o.mentions, o.id)), prior, cid)
+             for cid, (prior, objs) in joined.items()]
+    canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)}
     new_edges, removed, redirected_of = _redirect(canonical_of, edges_of)
     canonical_objects, updated_members, records = [], [], []
     for objs, prior, canonical_id in plans:
