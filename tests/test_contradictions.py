@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from smb_core.corpus import scan
-from smb_core.evolve.contradictions import Verdict, _judged_pair, find_contradictions, judge
+from smb_core.evolve.contradictions import (
+    Verdict, _judged_pair, _named_in, _share_a_name, find_contradictions, judge,
+)
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
-from smb_core.model import Contradiction, Question, stable_id
+from smb_core.model import Claim, Contradiction, Question, stable_id
 from tests.conftest import write_doc
 
 # Written for these tests; none of these sentences is in bench/data/contradiction_pairs.jsonl.
@@ -176,6 +178,20 @@ def test_a_document_title_stands_for_its_surname_too():
     other = _judged_pair(("Okafor founded Lumen Labs in Lisbon in 2017.", "Dr. Mara Okafor"),
                          ("Mara Okafor founded Lumen Labs in Porto.", "Company history"))
     assert judge(*other).attribute == "founding place"
+
+
+def test_only_the_names_a_claim_uses_make_two_claims_about_one_subject():
+    """Claims reference canonical entities, which carry every alias of their members: two claims about
+    two men called Charles both reach a canonical "Charles" with the alias "Earl Charles"."""
+    aliases = {"charles": "person", "earl charles": "person"}
+    a = Claim(id="clm-a", title="x", statement="Their only son, Charles, Lord Dalkeith, died in infancy in 1663.")
+    b = Claim(id="clm-b", title="y", statement="After Charles died in 1574, Catherine ruled through her sons.")
+    assert _share_a_name(aliases, aliases)  # what every candidate pair was checked on
+    named_a, named_b = _named_in(aliases, a, "William Douglas, 9th Earl of Morton"), _named_in(aliases, b, "Catherine")
+    assert named_a == named_b == {"charles": "person"} and not _share_a_name(named_a, named_b)
+    c = Claim(id="clm-c", title="z", statement="Earl Charles died in 1663.")
+    assert _share_a_name(named_a, _named_in(aliases, c, "Earls of Morton")) is False  # a lone first name
+    assert _share_a_name(_named_in(aliases, c, ""), _named_in(aliases, c, ""))
 
 
 # ---- end to end on a real bank ------------------------------------------------------------------

@@ -41,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 
 from smb_core.evolve import llm_judge, parses
+from smb_core.extract.base import normalise_name
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 from smb_core.stores.metadata import id_filter
 
@@ -2483,8 +2484,9 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
         entities = _referenced_entities(db, {c for p in pairs for c in p})
         sources = {d.id: d for d in db.sources_by_ids(list({s for p in pairs for c in p
                                                             for s in claims[c].source_ids}))}
-        # the same subject in the graph: the two claims reference an entity of the same name
-        pairs = {p for p in pairs if _share_a_name(entities.get(p[0], {}), entities.get(p[1], {}),
+        # the same subject in the graph: the two claims reference an entity of the same name, named in them
+        named = {c: _named_in(entities.get(c, {}), claims[c], _title_of(claims[c], sources)) for p in pairs for c in p}
+        pairs = {p for p in pairs if _share_a_name(named[p[0]], named[p[1]],
                                                    _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))
                  or _same_named_subject(claims[p[0]], claims[p[1]])}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
@@ -2537,6 +2539,14 @@ def _share_a_name(a: dict[str, str], b: dict[str, str], title_a: str = "", title
     # one name ends the other ('ilse brandauer' / 'composer ilse brandauer'): compare word suffixes,
     # not all pairs (a canonical entity can carry dozens of names)
     return bool(_suffixes(sa) & sb or _suffixes(sb) & sa)
+
+
+def _named_in(names: dict[str, str], claim: Claim, title: str) -> dict[str, str]:
+    """The names of a claim's entities that the claim or its document's title uses. A canonical entity
+    carries every alias of its members: "After Charles died in 1574" references the canonical "Charles",
+    whose aliases include "Earl Charles", a name that says nothing about whom this claim means."""
+    words = f" {normalise_name(claim.statement)} {normalise_name(title)} "
+    return {name: kind for name, kind in names.items() if f" {name} " in words}
 
 
 def _suffixes(names: set[str]) -> set[str]:
