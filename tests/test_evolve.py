@@ -93,6 +93,13 @@ def _entity(doc: str, name: str, kind: str, context: str) -> Entity:
                   description=context)
 
 
+def _merged_groups(bank: Bank, objects: list) -> list[list[str]]:
+    """Write the objects, merge them in a first cycle, and return each canonical object's members."""
+    bank.write(objects)
+    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [o.id for o in objects])
+    return sorted(sorted(c.members) for c in result.canonical)
+
+
 def test_homonyms_stay_apart_and_same_things_merge(bank: Bank) -> None:
     objects = [
         _entity("src-a", "Jordan", "person", "Jordan Whitfield joined the company as head of sales."),
@@ -101,11 +108,8 @@ def test_homonyms_stay_apart_and_same_things_merge(bank: Bank) -> None:
         _entity("src-d", "Mercury", "work", "The Mercury release of the database shipped in 2019."),
         _entity("src-e", "Mercury", "work", "Mercury is the smallest planet of the Solar System."),
     ]
-    bank.write(objects)
-    cycle = open_cycle(bank, "cycle-00001", "run-1")
-    result = merge.merge(bank, cycle, [o.id for o in objects])
-    groups = sorted(sorted(c.members) for c in result.canonical)
-    assert groups == [sorted([objects[1].id, objects[2].id])]  # the two places named Jordan, nothing else
+    # the two places named Jordan, nothing else
+    assert _merged_groups(bank, objects) == [sorted([objects[1].id, objects[2].id])]
 
 
 def test_acronyms_numbers_and_narrower_concepts_do_not_chain_different_things(bank: Bank) -> None:
@@ -130,10 +134,8 @@ def test_acronyms_numbers_and_narrower_concepts_do_not_chain_different_things(ba
           for doc, name in (("src-i", "film director"), ("src-j", "french film director"),
                             ("src-k", "polish film director"))),
     ]
-    bank.write(objects)
-    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [o.id for o in objects])
     title = {o.id: o.title for o in objects}
-    groups = [sorted(title[m] for m in c.members) for c in result.canonical]
+    groups = [sorted(title[m] for m in members) for members in _merged_groups(bank, objects)]
     # before, "CW" joined all three expansions into one object, the dates and the Apollo missions merged
     # on similar names and vectors, and "film director" joined every kind of film director
     assert all(len(g) <= 2 for g in groups), groups
@@ -165,9 +167,7 @@ def test_a_lone_surname_joins_the_one_full_name_of_its_document(bank: Bank) -> N
         _entity("src-b", "Adolf Wilhelm", "person", "Adolf Wilhelm died young."),
         _entity("src-b", "Wilhelm", "person", "Wilhelm inherited the duchy."),
     ]
-    bank.write(objects)
-    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [o.id for o in objects])
-    assert sorted(sorted(c.members) for c in result.canonical) == [sorted([objects[0].id, objects[1].id])]
+    assert _merged_groups(bank, objects) == [sorted([objects[0].id, objects[1].id])]
 
 
 def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(bank: Bank) -> None:
