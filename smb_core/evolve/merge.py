@@ -130,7 +130,7 @@ def _words_differ(a: str, b: str) -> bool:
     """Both names have two words or more and one has a word with no close counterpart in the other
     ("International Film Festival" / "Cannes International Film Festival"): however alike the strings
     are, the words say what is named."""
-    wa, wb = normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()
+    wa, wb = _words(a), _words(b)
     if len(wa) < 2 or len(wb) < 2:
         return False
 
@@ -138,6 +138,11 @@ def _words_differ(a: str, b: str) -> bool:
         return _same_word(x, y) or difflib.SequenceMatcher(None, x, y).ratio() >= 0.8
 
     return not all(any(close(w, v) for v in wb) for w in wa) or not all(any(close(w, v) for v in wa) for w in wb)
+
+
+def _words(name: str) -> list[str]:
+    """The normalised words of a name without its parenthesised qualifier ("Algiers (film)" -> algiers)."""
+    return normalise_name(QUALIFIER.sub("", name)).split()
 
 
 def _same_word(x: str, y: str) -> bool:
@@ -150,18 +155,16 @@ def _token_match(a: str, b: str, concept: bool = False) -> float:
     """Share of the shorter name's words found in the longer one, allowing abbreviations
     ("Labs" ~ "Laboratories") and a surname standing for a full name ("Okafor" ~ "Mara Okafor").
     Concepts must match word for word: "film director" is a broader concept than "french film director"."""
-    short, long = sorted((normalise_name(QUALIFIER.sub("", a)).split(), normalise_name(QUALIFIER.sub("", b)).split()),
-                         key=len)
+    short, long = sorted((_words(a), _words(b)), key=len)
     if not short or (concept and len(short) != len(long)):
         return 0.0
 
-    same = _same_word
-    matched = sum(any(same(w, v) for v in long) for w in short)
+    matched = sum(any(_same_word(w, v) for v in long) for w in short)
     if matched < len(short):
         return 0.0
     if len(short) == 1 and len(long) > 1:
-        return 0.9 if same(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
-    if len(short) < len(long) and not (same(short[0], long[0]) and same(short[-1], long[-1])):
+        return 0.9 if _same_word(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
+    if len(short) < len(long) and not (_same_word(short[0], long[0]) and _same_word(short[-1], long[-1])):
         return 0.0  # "Ali Khan" / "Nusrat Fateh Ali Khan", "United States" / "United States Army"
     return 0.95
 
@@ -251,8 +254,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
                 continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
-            multiword = not isinstance(a, Entity) or all(len(normalise_name(QUALIFIER.sub("", o.title)).split()) >= 2
-                                                         for o in (a, b))
+            multiword = not isinstance(a, Entity) or all(len(_words(o.title)) >= 2 for o in (a, b))
             scored.append((a, b, names, cosine, shared, multiword, _kinds_conflict(a, b)))
     # Context sentences are embedded only for the pairs the other signals leave undecided.
     undecided = [x for x in scored
@@ -290,14 +292,14 @@ def _surnames_in_document(new: dict[str, MemoryObject]) -> list[tuple[str, str, 
         if not isinstance(obj, Entity) or len(obj.source_ids) != 1 or obj.entity_kind not in (EntityKind.PERSON,
                                                                                               EntityKind.OTHER):
             continue
-        words = normalise_name(QUALIFIER.sub("", obj.title)).split()
+        words = _words(obj.title)
         if len(words) == 1:
             lone.append(obj)
         elif len(words) >= 2 and obj.entity_kind == EntityKind.PERSON:
             people[(obj.source_ids[0], words[-1])].append(obj.id)
     pairs = []
     for obj in lone:
-        full = people.get((obj.source_ids[0], normalise_name(QUALIFIER.sub("", obj.title))), [])
+        full = people.get((obj.source_ids[0], " ".join(_words(obj.title))), [])
         if len(full) == 1:
             a, b = sorted((obj.id, full[0]))
             pairs.append((a, b, 0.9, {"name": 0.9, "same_document": True}))
@@ -458,10 +460,11 @@ def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
     with bank.reading() as db:
         differences = member_list_differences(db)
         canonical = db.get_objects(sorted({c for c, _, _ in differences}))
+    wrong, missing = defaultdict(set), defaultdict(set)
+    for c, m, listed in differences:
+        (wrong if listed else missing)[c].add(m)
     for obj in canonical.values():
-        wrong = {m for c, m, listed in differences if c == obj.id and listed}
-        missing = {m for c, m, listed in differences if c == obj.id and not listed}
-        obj.members = sorted(set(obj.members) - wrong | missing)
+        obj.members = sorted(set(obj.members) - wrong[obj.id] | missing[obj.id])
         obj.derived_from = list(obj.members)
         obj.run_id = cycle.run_id
     bank.update_objects(list(canonical.values()))
