@@ -307,7 +307,8 @@ class Insight(MemoryObject):
 
     type: MemoryType = MemoryType.INSIGHT
     kind: str = "observation"
-    evidence: list[str] = Field(default_factory=list)
+    about: list[str] = Field(default_factory=list)  # the objects the insight is about
+    evidence: list[str] = Field(default_factory=list)  # the claims it cites
 
 
 class Question(MemoryObject):

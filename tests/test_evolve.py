@@ -360,7 +360,12 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
             "layer4_citations_resolve", "dispute_flags_match_open_contradictions"}
         with bank.reading() as db:
             layers = dict(db.sql("SELECT layer, count(*) FROM objects WHERE status = 'active' GROUP BY layer"))
+            found = db.list_objects(type="insight", status="active", limit=1000)
+            cited = db.get_objects([c for i in found for c in i.evidence])
         assert all(layers.get(layer, 0) > 0 for layer in range(1, 7)), layers
+        assert {i.kind for i in found} == {"bridge_entity", "knowledge_gap"}  # one cycle: nothing restated yet
+        assert all(i.evidence and i.source_ids and i.about for i in found)
+        assert all(cited[c].type.value == "claim" for i in found for c in i.evidence)
         digests = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata["summary"].value
                    for e in events if e is not None and e.event_type_value == "ASSET_MATERIALIZATION"}
         assert set(digests) == {"semantic", "reflective", "synthetic", "narrative", "executive"}

@@ -9,8 +9,6 @@ membership does.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import networkx as nx
 
 from smb_core.bank import Bank
@@ -22,7 +20,8 @@ SEED = 7
 
 
 def cooccurrence_graph(bank: Bank) -> nx.Graph:
-    """Canonical entities/concepts, weighted by how many claims reference both (through their members)."""
+    """Canonical entities/concepts, weighted by how many claims reference both (through their members);
+    each edge keeps one of those claims, to cite."""
     with bank.reading() as db:
         rows = db.sql(
             """
@@ -35,15 +34,15 @@ def cooccurrence_graph(bank: Bank) -> nx.Graph:
                 SELECT DISTINCT e.head AS claim, c.node FROM edges e JOIN canon c ON c.member = e.tail
                 WHERE e.edge_type = 'references'
             )
-            SELECT a.node, b.node, count(*) AS w FROM refs a JOIN refs b ON a.claim = b.claim AND a.node < b.node
+            SELECT a.node, b.node, count(*) AS w, min(a.claim) FROM refs a JOIN refs b ON a.claim = b.claim AND a.node < b.node
             GROUP BY a.node, b.node ORDER BY a.node, b.node
             """
         )
         titles = dict(db.sql("SELECT id, title FROM objects WHERE type IN ('entity', 'concept', "
                              "'canonical_entity', 'canonical_concept')"))
     graph = nx.Graph()
-    for a, b, weight in rows:
-        graph.add_edge(a, b, weight=weight)
+    for a, b, weight, claim in rows:
+        graph.add_edge(a, b, weight=weight, claim=claim)
     nx.set_node_attributes(graph, {n: titles.get(n, n) for n in graph.nodes}, "title")
     return graph
 
@@ -72,17 +71,3 @@ def detect(bank: Bank, cycle: Cycle) -> tuple[list[Community], list[Edge]]:
         edges.extend(Edge.between(cid, member, EdgeType.CONTAINS) for member in centrality[:200])
     return communities, edges
 
-
-def bridge_nodes(graph: nx.Graph, communities: list[Community], top: int = 10) -> list[tuple[str, list[str]]]:
-    """Nodes whose neighbours fall in several communities: candidates for 'bridge' insights."""
-    member_of = {m: c.id for c in communities for m in c.members}
-    out = []
-    for node in graph.nodes:
-        reached = defaultdict(int)
-        for neighbour in graph.neighbors(node):
-            if neighbour in member_of and member_of.get(node) != member_of[neighbour]:
-                reached[member_of[neighbour]] += 1
-        if len(reached) >= 2:
-            out.append((node, sorted(reached)))
-    out.sort(key=lambda item: (-len(item[1]), item[0]))
-    return out[:top]

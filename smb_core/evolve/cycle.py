@@ -14,7 +14,7 @@ from smb_core.bank import Bank
 from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
 from smb_core.stores.metadata import id_filter
 
-#: Global passes (taxonomy, clusters, communities, bridge insights, abstractions, meta-concepts,
+#: Global passes (taxonomy, clusters, communities, insights, abstractions, meta-concepts,
 #: discovered relationships) recompute a whole set from the whole bank. A cycle runs them when the
 #: documents consumed since they last ran reach GLOBAL_REFRESH_SHARE of the bank, and on every
 #: GLOBAL_REFRESH_CYCLES-th cycle at the latest; in between, their last results stand. So an

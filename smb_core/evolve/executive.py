@@ -175,14 +175,14 @@ def _agenda_body(items: list[AgendaItem], objects: dict) -> str:
 
 def build_plans(bank: Bank, cycle: Cycle, agenda: Agenda) -> tuple[list[Plan], list[Edge]]:
     """Next steps: settle the top contradictions (which documents to compare), answer the open
-    questions, and explore the entities that bridge separate communities."""
+    questions, explore the entities that bridge separate communities, and fill the knowledge gaps."""
     with bank.reading() as db:
         items = db.get_objects([i.object_id for i in agenda.items])
         claims = db.get_objects(sorted({c for o in items.values() if isinstance(o, Contradiction)
                                         for c in o.claim_ids}))
         paths = dict(db.sql("SELECT id, path FROM sources"))
-        bridges = [o for o in db.list_objects(type="insight", status="active", limit=10_000)
-                   if isinstance(o, Insight) and o.kind == "bridge_entity"]
+        insights = [o for o in db.list_objects(type="insight", status="active", limit=10_000)
+                    if isinstance(o, Insight)]
     settle, answer = [], []
     for item in agenda.items:
         obj = items.get(item.object_id)
@@ -196,21 +196,24 @@ def build_plans(bank: Bank, cycle: Cycle, agenda: Agenda) -> tuple[list[Plan], l
                                    cites=[obj.id, *obj.claim_ids]))
         elif isinstance(obj, Question):
             answer.append(PlanStep(action=f"Ask or read to answer: {obj.question}", cites=[obj.id, *obj.about]))
-    bridges.sort(key=lambda o: (-len(o.evidence), o.id))
-    explore = [PlanStep(action=f"Read across the communities that {b.title.split(' bridges ')[0]} connects: "
-                               "what links them is stated in no single document.", cites=[b.id, *b.evidence])
-               for b in bridges[:5]]
+    insights.sort(key=lambda o: (-len(o.source_ids), o.id))  # the most widely named first
+    explore = [PlanStep(action=f"{i.description} Read the cited claims side by side.", cites=[i.id, *i.evidence])
+               for i in insights if i.kind == "bridge_entity"][:5]
+    fill = [PlanStep(action=f"{i.description} Find or write a source that describes it.", cites=[i.id, *i.evidence])
+            for i in insights if i.kind == "knowledge_gap"][:5]
     plans, edges = [], []
     for kind, title, steps in (("settle", "Settle the most consequential contradictions", settle[:10]),
                                ("answer", "Answer the open questions", answer[:10]),
-                               ("explore", "Explore the bridges between communities", explore)):
+                               ("explore", "Explore the bridges between communities", explore),
+                               ("fill", "Fill the gaps: things often named and never described", fill)):
         if not steps:
             continue
         cited = list(dict.fromkeys(c for s in steps for c in s.cites))
         plan = Plan(
             id=stable_id("pln", cycle.key, kind), title=title, steps=steps,
             description=f"{len(steps)} steps derived from the research agenda after {cycle.key}.",
-            derived_from=[agenda.id, *cited], source_ids=agenda.source_ids if kind != "explore" else [],
+            derived_from=[agenda.id, *cited],
+            source_ids=agenda.source_ids if kind in ("settle", "answer") else _sources(insights, cited),
             run_id=cycle.run_id, tags=[cycle.tag, kind], confidence=1.0,
             body="\n".join(f"{n}. {s.action}  \n   cites: {', '.join(f'`{c}`' for c in s.cites)}"
                            for n, s in enumerate(steps, 1)) + "\n",
@@ -219,3 +222,9 @@ def build_plans(bank: Bank, cycle: Cycle, agenda: Agenda) -> tuple[list[Plan], l
         edges.append(Edge.between(plan.id, agenda.id, EdgeType.DERIVES_FROM))
         edges.extend(Edge.between(plan.id, c, EdgeType.REFERENCES) for c in cited[:50])
     return plans, edges
+
+
+def _sources(insights: list[Insight], cited: list[str]) -> list[str]:
+    """The documents behind the insights a plan cites."""
+    wanted = set(cited)
+    return sorted({s for i in insights if i.id in wanted for s in i.source_ids})

@@ -1,0 +1,214 @@
+"""Layer-3 insights, each citing the claims (and through them the documents) it rests on:
+
+- bridges: a named thing that is the only link between two communities otherwise apart;
+- knowledge gaps: a named thing that many documents mention and none describes;
+- well-supported claims: a statement that several independent documents make.
+
+They are recomputed in the global passes (they read the whole bank, in SQL and over the small
+community graph), and an insight not found again is superseded, never deleted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+import networkx as nx
+
+from smb_core.bank import Bank
+from smb_core.evolve import communities
+from smb_core.evolve.cycle import Cycle
+from smb_core.model import Community, Edge, EdgeType, Insight, MemoryObject, stable_id
+
+#: Kinds of named things an insight can be about: a date ("the 1930s") or an unnamed kind is not one.
+NAMED_KINDS = ("person", "organization", "place", "work")
+MAX_BRIDGES = 10
+#: A bridge joins two topics; a name whose links mostly lie elsewhere is a hub (a country, a nationality)
+#: named with everything, and joins nothing in particular.
+BRIDGE_MIN_SHARE = 0.5
+MAX_GAPS = 25
+#: A gap is worth reporting once this many documents name the thing.
+GAP_MIN_DOCUMENTS = 3
+MAX_SUPPORTED = 25
+#: Independent documents (distinct paths, not versions of one file) that make a well-supported claim.
+SUPPORTED_MIN_DOCUMENTS = 3
+KINDS = ("bridge_entity", "knowledge_gap", "well_supported")
+
+
+def find_insights(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
+    insights, edges = [], []
+    for found in (bridges(bank, cycle), knowledge_gaps(bank, cycle), well_supported(bank, cycle)):
+        insights += found[0]
+        edges += found[1]
+    return insights, edges
+
+
+def _cited(bank: Bank, insight: Insight, claim_ids: list[str]) -> tuple[Insight, list[Edge]]:
+    """Cite the claims: evidence, derived_from and source documents, and a `references` edge to each."""
+    with bank.reading() as db:
+        claims = db.get_objects(claim_ids)
+    insight.evidence = [c for c in claim_ids if c in claims]
+    insight.derived_from = list(dict.fromkeys([*insight.about, *insight.derived_from, *insight.evidence]))
+    insight.source_ids = sorted({s for c in claims.values() for s in c.source_ids})
+    edges = [Edge.between(insight.id, c, EdgeType.REFERENCES) for c in insight.evidence]
+    edges += [Edge.between(insight.id, a, EdgeType.REFERENCES) for a in insight.about]
+    return insight, edges
+
+
+# ---- bridges -----------------------------------------------------------------------------------
+
+
+def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
+    graph = communities.cooccurrence_graph(bank)
+    with bank.reading() as db:
+        found = db.list_objects(type="community", status="active", limit=10_000)
+        named = _named(db, list(graph.nodes))
+    out = []
+    for score, node, pair in bridge_pairs(graph, [c for c in found if isinstance(c, Community)], named)[:MAX_BRIDGES]:
+        first, second = pair
+        title = graph.nodes[node]["title"]
+        insight = Insight(
+            id=stable_id("ins", "bridge", node), kind="bridge_entity", about=[node],
+            title=f'{title} alone links "{_topic(first)}" and "{_topic(second)}"',
+            description=f'{title} is named with members of two communities, "{_topic(first)}" and '
+                        f'"{_topic(second)}", and nothing else links them: what joins the two topics runs through it.',
+            derived_from=[first.id, second.id], run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+        )
+        claims = [_strongest_claim(graph, node, c) for c in pair]
+        insight, edges = _cited(bank, insight, [c for c in claims if c])
+        edges += [Edge.between(insight.id, c.id, EdgeType.REFERENCES) for c in pair]
+        out.append((insight, edges))
+    return [i for i, _ in out], [e for _, es in out for e in es]
+
+
+def bridge_pairs(graph: nx.Graph, found: list[Community],
+                 named: set[str]) -> list[tuple[float, str, tuple[Community, Community]]]:
+    """Named nodes that are the only link between two communities, best first: for each node its
+    strongest such pair, scored by its weaker side (claims that tie it to that community)."""
+    member_of = {m: c for c in found for m in c.members}
+    by_id = {c.id: c for c in found}
+    between: dict[frozenset, float] = defaultdict(float)
+    for a, b, weight in graph.edges(data="weight"):
+        ca, cb = member_of.get(a), member_of.get(b)
+        if ca and cb and ca.id != cb.id:
+            between[frozenset((ca.id, cb.id))] += weight
+    out = []
+    for node in sorted(named & set(graph.nodes)):
+        reach: dict[str, float] = defaultdict(float)
+        for neighbour, weight in graph[node].items():
+            if neighbour in member_of:
+                reach[member_of[neighbour].id] += weight["weight"]
+        own = member_of[node].id if node in member_of else None
+        total, best = sum(reach.values()), None
+        for x, y in itertools.combinations(sorted(reach), 2):
+            # links between x and y that do not go through this node (its own links count when it is a member)
+            others = between.get(frozenset((x, y)), 0.0) - (reach[y] if own == x else 0) - (reach[x] if own == y else 0)
+            if others > 0 or reach[x] + reach[y] < BRIDGE_MIN_SHARE * total:
+                continue
+            score = min(reach[x], reach[y])
+            if best is None or score > best[0]:
+                best = (score, x, y)
+        if best:
+            out.append((best[0], node, (by_id[best[1]], by_id[best[2]])))
+    out.sort(key=lambda item: (-item[0], item[1]))
+    return out
+
+
+def _topic(community: Community) -> str:
+    return community.title.removeprefix("Community: ")
+
+
+def _strongest_claim(graph: nx.Graph, node: str, community: Community) -> str | None:
+    members = set(community.members)
+    links = [(d["weight"], d.get("claim", "")) for n, d in graph[node].items() if n in members]
+    return max(links)[1] if links else None
+
+
+def _named(db, ids: list[str]) -> set[str]:
+    rows = db.sql("SELECT id FROM objects WHERE type IN ('entity', 'canonical_entity') AND status = 'active' "
+                  "AND json_extract_string(data, '$.entity_kind') IN (SELECT unnest(?::VARCHAR[])) "
+                  "AND id IN (SELECT unnest(?::VARCHAR[]))", [list(NAMED_KINDS), ids])
+    return {r[0] for r in rows}
+
+
+# ---- knowledge gaps ----------------------------------------------------------------------------
+
+_GAPS = """
+WITH canon AS (
+    SELECT o.id AS member, lower(o.title) AS name, coalesce(json_extract_string(o.data, '$.merged_into'), o.id) AS node
+    FROM objects o WHERE o.status IN ('active', 'merged') AND o.type IN ('entity', 'canonical_entity')
+),
+mentions AS (
+    SELECT c.node, c.name, e.head AS claim FROM edges e JOIN canon c ON c.member = e.tail
+    WHERE e.edge_type = 'references'
+),
+per_node AS (
+    SELECT m.node, count(DISTINCT s.path) AS documents,
+           bool_or(strpos(lower(json_extract_string(cl.data, '$.subject')), m.name) > 0) AS described,
+           list(DISTINCT m.claim ORDER BY m.claim)[1:5] AS claims
+    FROM mentions m JOIN objects cl ON cl.id = m.claim AND cl.status = 'active' AND cl.type = 'claim'
+    CROSS JOIN unnest(cl.source_ids) AS u(source_id) JOIN sources s ON s.id = u.source_id
+    GROUP BY m.node
+)
+SELECT p.node, o.title, p.documents, p.claims FROM per_node p JOIN objects o ON o.id = p.node
+WHERE o.status = 'active' AND p.documents >= ? AND NOT p.described
+  AND json_extract_string(o.data, '$.entity_kind') IN (SELECT unnest(?::VARCHAR[]))
+  AND NOT EXISTS (SELECT 1 FROM doc_names d JOIN canon c ON c.name = d.name WHERE c.node = p.node)
+ORDER BY p.documents DESC, p.node
+LIMIT ?
+"""
+
+
+def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
+    """Named things many documents mention but none describes: no document is about them (by its
+    name) and no claim has them as its subject. Each is a lead for what to read or write next."""
+    with bank.reading() as db:
+        rows = db.sql(_GAPS, [GAP_MIN_DOCUMENTS, list(NAMED_KINDS), MAX_GAPS])
+    out = []
+    for node, title, documents, claims in rows:
+        insight = Insight(
+            id=stable_id("ins", "gap", node), kind="knowledge_gap", about=[node],
+            title=f"Nothing here describes {title}",
+            description=f"{title} is named in {documents} documents, but no document is about it and no claim "
+                        f"says what it is.",
+            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+        )
+        out.append(_cited(bank, insight, list(claims)))
+    return [i for i, _ in out], [e for _, es in out for e in es]
+
+
+# ---- well-supported claims ---------------------------------------------------------------------
+
+_SUPPORTED = """
+WITH backing AS (
+    SELECT DISTINCT tail AS claim, tail AS backer FROM edges WHERE edge_type = 'supports'
+    UNION ALL
+    SELECT tail, head FROM edges WHERE edge_type = 'supports'
+)
+SELECT b.claim, count(DISTINCT s.path) AS documents, list(DISTINCT b.backer ORDER BY b.backer) AS claims
+FROM backing b JOIN objects cl ON cl.id = b.backer AND cl.status = 'active' AND cl.type = 'claim'
+CROSS JOIN unnest(cl.source_ids) AS u(source_id) JOIN sources s ON s.id = u.source_id
+GROUP BY b.claim HAVING count(DISTINCT s.path) >= ?
+ORDER BY documents DESC, b.claim
+LIMIT ?
+"""
+
+
+def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
+    """Claims that several independent documents restate (`supports` edges from reinforcement)."""
+    with bank.reading() as db:
+        rows = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS, MAX_SUPPORTED])
+        stated = db.get_objects([r[0] for r in rows])
+    out = []
+    for claim_id, documents, claims in rows:
+        claim: MemoryObject | None = stated.get(claim_id)
+        if claim is None:
+            continue
+        insight = Insight(
+            id=stable_id("ins", "supported", claim_id), kind="well_supported",
+            title=f"{documents} documents agree: {claim.title}",
+            description=f"{documents} independent documents state this: {claim.text()}",
+            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+        )
+        out.append(_cited(bank, insight, list(claims)))
+    return [i for i, _ in out], [e for _, es in out for e in es]

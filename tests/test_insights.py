@@ -1,0 +1,92 @@
+"""Layer-3 insights on real stores: bridges between communities, knowledge gaps and well-supported
+claims, each citing the claims and documents it rests on."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from smb_core.bank import Bank
+from smb_core.corpus import scan
+from smb_core.evolve import confidence, insights, merge
+from smb_core.evolve.cycle import finish_cycle, new_object_ids, open_cycle
+from smb_core.ingest import extract_sources, get_extractor, ingest_sources
+from smb_core.model import Community
+from tests.conftest import write_doc
+
+
+def _community(name: str, members: list[str]) -> Community:
+    return Community(id=f"com-{name}", title=f"Community: {name}", members=members)
+
+
+def test_a_bridge_is_the_only_link_between_two_communities_and_a_hub_is_not_one() -> None:
+    graph = nx.Graph()
+    topics = {name: [f"{name}{i}" for i in range(3)] for name in "abcdef"}
+    for members in topics.values():
+        graph.add_edges_from(((m, n) for m in members for n in members if m < n), weight=3)
+    graph.add_edge("a0", "b0", weight=2)  # a0 alone links a and b
+    graph.add_edge("a0", "b1", weight=1)
+    graph.add_edge("c0", "d0", weight=2)  # c and d are linked twice, by c0 and by c1: no bridge
+    graph.add_edge("c1", "d1", weight=2)
+    for name in "abcdef":  # the hub is named with every community, a little
+        graph.add_edge("hub", f"{name}2", weight=1)
+    found = [_community(name, members) for name, members in topics.items()]
+    pairs = insights.bridge_pairs(graph, found, named=set(graph.nodes))
+    assert [(score, node, {c.id for c in pair}) for score, node, pair in pairs] == [(3.0, "a0", {"com-a", "com-b"})]
+    assert insights.bridge_pairs(graph, found, named=set(graph.nodes) - {"a0"}) == []  # only named things bridge
+
+
+def _ingest(bank: Bank, docs: dict[str, str]) -> None:
+    for name, text in docs.items():
+        write_doc(bank.settings.kbmd_dir, name, text)
+    outcomes = ingest_sources(bank, scan(bank.settings.kbmd_dir), bank.settings.kbmd_dir, run_id="test")
+    extract_sources(bank, [o.source_id for o in outcomes if o.source_id], get_extractor(bank.settings), "test")
+
+
+def _merged_cycle(bank: Bank, key: str):
+    cycle = open_cycle(bank, key, f"run-{key}")
+    merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    return cycle
+
+
+FUNDED = {
+    "aurora.md": "# The Aurora index\n\nThe Aurora index was funded by Northwind Capital.\n",
+    "lumen.md": "# Lumen Labs\n\nLumen Labs raised a seed round from Northwind Capital.\n",
+    "tessellate.md": "# Tessellate\n\nTessellate received a grant from Northwind Capital.\n",
+}
+
+
+def test_a_thing_named_by_many_documents_and_described_by_none_is_a_knowledge_gap(bank: Bank) -> None:
+    _ingest(bank, FUNDED)
+    cycle = _merged_cycle(bank, "cycle-00001")
+    found, edges = insights.knowledge_gaps(bank, cycle)
+    gap = next(i for i in found if "Northwind Capital" in i.title)
+    assert gap.kind == "knowledge_gap" and "3 documents" in gap.description
+    with bank.reading() as db:
+        cited = db.get_objects(gap.evidence)
+        paths = {d.id: d.path for d in db.sources()}
+    assert len(cited) == 3 and all(c.type.value == "claim" and "Northwind Capital" in c.text() for c in cited.values())
+    assert sorted(paths[s] for s in gap.source_ids) == sorted(FUNDED)
+    assert set(gap.derived_from) >= set(gap.about) | set(gap.evidence)
+    assert {(e.head, e.tail) for e in edges} >= {(gap.id, c) for c in gap.evidence}
+    finish_cycle(bank, cycle)
+
+    _ingest(bank, {"northwind.md": "# Northwind Capital\n\nNorthwind Capital is a venture fund in Dublin.\n"})
+    found, _ = insights.knowledge_gaps(bank, _merged_cycle(bank, "cycle-00002"))
+    assert not any("Northwind Capital" in i.title for i in found)  # now a document describes it
+
+
+def test_a_claim_restated_by_three_independent_documents_is_well_supported(bank: Bank) -> None:
+    _ingest(bank, {"first.md": "# Release notes\n\nThe Aurora index was released in 2019.\n"})
+    finish_cycle(bank, _merged_cycle(bank, "cycle-00001"))
+    assert insights.well_supported(bank, _merged_cycle(bank, "cycle-00001"))[0] == []
+    _ingest(bank, {"second.md": "# A history\n\nThe Aurora index was released in 2019.\n",
+                   "third.md": "# Press\n\nThe Aurora index was released in 2019.\n",
+                   "other.md": "# Rival\n\nThe Aurora index was released in 2021.\n"})  # other facts: no support
+    cycle = _merged_cycle(bank, "cycle-00002")
+    confidence.reinforce(bank, cycle)
+    found, _ = insights.well_supported(bank, cycle)
+    assert [i.title for i in found] == ["3 documents agree: The Aurora index was released in 2019."]
+    with bank.reading() as db:
+        paths = {d.id: d.path for d in db.sources()}
+    assert sorted(paths[s] for s in found[0].source_ids) == ["first.md", "second.md", "third.md"]
+    assert len(found[0].evidence) == 3
