@@ -241,6 +241,34 @@ def test_a_name_used_a_thousand_times_is_clustered_from_a_sample_and_every_use_a
     assert groups == sorted([[i for i in range(len(rows)) if i % 3 == 0], [i for i in range(len(rows)) if i % 3]])
 
 
+def test_a_mention_window_is_the_words_around_the_name() -> None:
+    sentence = "Heavy tractors cause compaction of farm soil, which lowers crop yields."
+    assert split.mention_window(sentence, "compaction", words=2) == "tractors cause compaction of farm"
+    assert split.mention_window("Compaction's cost grows.", "compaction", words=4) == "Compaction's cost grows."
+    assert split.mention_window("He filmed Film Actors Guild meetings.", "film actor") == \
+        "He filmed Film Actors Guild meetings."
+    assert split.mention_window("A sentence about something else.", "compaction") is None
+
+
+def test_one_sense_named_in_two_topics_is_not_split(bank: Bank, settings) -> None:
+    """Whole sentences about westerns and about parliaments fall into two groups; the words around
+    "film actor" do not, and it is one sense."""
+    westerns = ["Tom Reed was a film actor in many Republic westerns about cattle ranchers, outlaws and gunfighters.",
+                "Bill Hart was a film actor in silent westerns who played cowboys, outlaws and sheriffs on horseback.",
+                "Jack Dune was a film actor in westerns about gunfighters, cattle drives and outlaws on the frontier."]
+    politics = ["Anna Berg was a film actor until she was elected to parliament and chaired its finance committee.",
+                "Paul Roy was a film actor until he was elected to parliament and served as minister of finance.",
+                "Joe Kim was a film actor until he was elected to parliament and chaired the budget committee."]
+    for i, sentence in enumerate(westerns + politics):
+        write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
+    _ingest(bank, settings.kbmd_dir)
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    merged = merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    actor = next(c for c in merged.canonical if c.title == "film actor")
+    assert len(actor.members) == 6
+    assert split.split_overloaded(bank, cycle, [actor.id]) == ([], [], [])
+
+
 def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
                "Compaction rewrites segment files and drops deleted rows from the storage engine.",
