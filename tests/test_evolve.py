@@ -66,6 +66,15 @@ def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> No
     assert "algiers" in blocking_keys("Algiers (film)")
 
 
+def test_names_stating_different_numbers_in_words_or_roman_numerals_are_different_things() -> None:
+    assert merge.name_similarity("forty years", "fifty years") == 0.0
+    assert merge.name_similarity("Henry VII", "Henry VIII") == 0.0
+    assert merge.name_similarity("the First World War", "the Second World War") == 0.0
+    assert merge.numbers_in("World War II") == merge.numbers_in("the Second World War") == ["2"]
+    assert merge.numbers_in("Vincent Xavier") == [] and merge.numbers_in("VIVID") == []  # not numerals
+    assert merge.name_similarity("Louis XIV", "Louis XIV of France") > 0.5  # the same number: names decide
+
+
 def test_cycle_merges_aliases_across_documents(evolved) -> None:
     bank, result = evolved
     titles = _canonical_titles(bank)

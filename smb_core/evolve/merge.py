@@ -101,14 +101,36 @@ def is_borderline(names: float, vector: float, context: float, shared: int, mult
 #: and Cable & Wireless alike), so it counts as a similar name that needs a close vector or context.
 ACRONYM_SIMILARITY = 0.9
 _NUMBER = re.compile(r"\d+")
+_ROMAN = re.compile(r"\b(?=[IVX]+\b)X{0,3}(?:IX|IV|V?I{0,3})\b")  # regnal and series numbers: Henry VIII, World War II
+_NUMBER_WORDS = {w: str(n) for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS |= {w: str(10 * n) for n, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+_NUMBER_WORDS |= {w: str(n) for n, w in enumerate(
+    "first second third fourth fifth sixth seventh eighth ninth tenth".split(), 1)}
+_NUMBER_WORDS |= {"hundred": "100", "thousand": "1000", "million": "1000000"}
+
+
+def numbers_in(name: str) -> list[str]:
+    """The numbers a name states, in digits, words ("forty", "second") or Roman numerals ("VIII"), as
+    digits: "World War II" and "the Second World War" state the same number."""
+    words = [_NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", name.lower()) if w in _NUMBER_WORDS]
+    roman = [str(_roman_value(r)) for r in _ROMAN.findall(name) if r]
+    return sorted([*(str(int(d)) for d in _NUMBER.findall(name)), *words, *roman])
+
+
+def _roman_value(numeral: str) -> int:
+    values = [{"I": 1, "V": 5, "X": 10}[c] for c in numeral]
+    return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
 
 
 @lru_cache(maxsize=500_000)
 def name_similarity(a: str, b: str, concept: bool = False) -> float:
     """1.0 when two names share a blocking key, ACRONYM_SIMILARITY for an acronym and its expansion,
     else string similarity. Names with different numbers ("September 2012" / "11 September 2015",
-    "Apollo 11" / "Apollo 13") are different things: 0."""
-    if sorted(_NUMBER.findall(a)) != sorted(_NUMBER.findall(b)):
+    "Apollo 11" / "Apollo 13", "forty years" / "fifty years", "Henry VII" / "Henry VIII") are different
+    things: 0."""
+    if numbers_in(a) != numbers_in(b):
         return 0.0
     shared = partner_keys(blocking_keys(a)) & blocking_keys(b)
     if any(":" not in key for key in shared):
