@@ -153,6 +153,16 @@ def test_acronyms_numbers_and_narrower_concepts_do_not_chain_different_things(ba
     assert not any(len([t for t in g if "Khan" in t or "United" in t or "Festival" in t]) > 1 for g in groups)
 
 
+def test_an_acronym_does_not_chain_two_different_full_names(bank: Bank) -> None:
+    objects = [_entity("src-a", "Richard Band", "person", "Richard Band composed the score of the horror film."),
+               _entity("src-b", "Robert Beatty", "person", "Robert Beatty composed the score of the horror film."),
+               _entity("src-c", "RB", "person", "RB composed the score of the horror film.")]
+    title = {o.id: o.title for o in objects}
+    groups = [sorted(title[m] for m in members) for members in _merged_groups(bank, objects)]
+    # "RB" is accepted beside each name on its own; before, the two composers became one person through it
+    assert groups in ([["RB", "Richard Band"]], [["RB", "Robert Beatty"]]), groups
+
+
 def test_two_groups_joining_one_canonical_object_in_a_cycle_are_both_listed(bank: Bank) -> None:
     first = [_entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics in Cambridge."),
              _entity("src-a", "Okafor", "person", "Okafor wrote software to find similar telescope images.")]

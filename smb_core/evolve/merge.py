@@ -29,6 +29,7 @@ from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
     model_for, stable_id,
 )
+from smb_core.stores.metadata import id_filter
 
 NAME_SIMILAR = 0.88
 VECTOR_SIMILAR = 0.86
@@ -343,29 +344,56 @@ def _confirm(bank: Bank, borderline: list[tuple]) -> list[tuple[str, str, float,
     return accepted
 
 
-def _groups(pairs: list[tuple[str, str, float, dict]]) -> list[set[str]]:
+def _groups(pairs: list[tuple[str, str, float, dict]], full_names: dict[str, str]) -> list[set[str]]:
+    """Groups of accepted pairs, joined strongest pair first, except where a join would put two clearly
+    different full names in one group (`full_names`: id -> multi-word entity name): a lone surname or
+    an acronym accepted beside each of them ("Ray" beside Satyajit Ray and Bernard B. Ray) joins one,
+    instead of making the two one thing."""
     parent: dict[str, str] = {}
+    names: dict[str, set[str]] = {}  # root -> the distinct full names in its group
+    accepted = {(a, b) for a, b, *_ in pairs}
 
     def find(x: str) -> str:
-        parent.setdefault(x, x)
+        if x not in parent:
+            parent[x] = x
+            names[x] = {full_names[x]} if x in full_names else set()
         while parent[x] != x:
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
 
-    for a, b, *_ in pairs:
-        parent[find(a)] = find(b)
+    for a, b, *_ in sorted(pairs, key=lambda p: (-p[2], p[0], p[1])):
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            continue
+        direct = {full_names.get(a), full_names.get(b)} if (a, b) in accepted else set()
+        if any(_different_full_names(x, y) for x in names[ra] for y in names[rb] if not {x, y} <= direct):
+            continue
+        parent[ra] = rb
+        names[rb] |= names.pop(ra)
     groups: dict[str, set[str]] = defaultdict(set)
     for x in list(parent):
         groups[find(x)].add(x)
     return [g for g in groups.values() if len(g) > 1]
 
 
+def _different_full_names(a: str, b: str) -> bool:
+    return a != b and name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
+
+
+def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> dict[str, str]:
+    ids = sorted({x for a, b, *_ in pairs for x in (a, b)})
+    with bank.reading() as db:
+        where, params = id_filter("id", ids)
+        rows = db.sql(f"SELECT id, title FROM objects WHERE {where} AND type = 'entity'", params)
+    return {i: t for i, t in rows if len(_words(t)) >= 2}
+
+
 def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
     pairs = find_pairs(bank, new_ids)
     result = MergeResult()
-    groups = _groups(pairs)
+    groups = _groups(pairs, _full_names(bank, pairs)) if pairs else []
     if not groups:
         return result
     signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
