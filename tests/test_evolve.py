@@ -265,7 +265,9 @@ def test_a_mention_window_is_the_words_around_the_name() -> None:
     assert split.mention_window(sentence, "compaction", words=2) == "tractors cause compaction of farm"
     assert split.mention_window("Compaction's cost grows.", "compaction", words=4) == "Compaction's cost grows."
     assert split.mention_window("He filmed Film Actors Guild meetings.", "film actor") == \
-        "He filmed Film Actors Guild meetings."
+        "He filmed Film Actors someone meetings."  # other names are masked: they tell families, not senses
+    assert split.mention_window("Bửu Lân was the son of Emperor Dục Đức.", "son", words=3) == \
+        "someone was the son of someone someone"
     assert split.mention_window("A sentence about something else.", "compaction") is None
 
 

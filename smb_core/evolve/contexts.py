@@ -1,4 +1,4 @@
-"""Context vectors of layer-1 names: merge compares the sentences names were found in."""
+"""Context vectors of layer-1 names: merge and split compare the sentences names were found in."""
 
 from __future__ import annotations
 

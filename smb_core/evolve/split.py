@@ -1,14 +1,13 @@
 """Split overloaded canonical concepts: one name used in clearly different senses.
 
 The vectors of the words around each mention (a window of the sentence it was found in) are clustered
-(agglomerative, average link). When they fall into two or more well separated groups, each group becomes
+(agglomerative, average link), for the concepts whose whole sentences already fall apart. When they fall into two or more well separated groups, each group becomes
 a focused sub-concept, linked from the original with `evolves_into`; the original is kept with status
 `split`, and every one of its mentions moves to a sense, so that each still resolves to an active object.
 
 A window, not the whole sentence: the words around a name tell its sense ("in the face of the enemy",
 "A Face in the Fog"), while a whole sentence tells its topic, and the topics of any two documents differ
-("actor" in a sentence about a film and in one about a politician is one sense). On a 6,119-passage
-Wikipedia bank, whole sentences split 52 common nouns (actor, director, cousin ...), windows 18.
+("actor" in a sentence about a film and in one about a politician is one sense).
 """
 
 from __future__ import annotations
@@ -16,8 +15,10 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+from spacy.lang.en.stop_words import STOP_WORDS
 
 from smb_core.bank import Bank
+from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import CanonicalConcept, Edge, EdgeType, Status, stable_id
 from smb_core.recall.lexical import tokenize
@@ -76,14 +77,28 @@ def sense_groups(vectors: np.ndarray, threshold: float = SEPARATION) -> list[lis
 
 def mention_window(sentence: str, name: str, words: int = WINDOW_WORDS) -> str | None:
     """The mention of `name` in `sentence` with `words` words either side, or None when the name is
-    not found (a word of the sentence may extend a word of the name: "films", "compaction's")."""
+    not found (a word of the sentence may extend a word of the name: "films", "compaction's").
+    Other names in the window become "someone": "son of Alfonso" and "son of Wingfield" are one sense,
+    and the names would otherwise group the mentions by family."""
     tokens = sentence.split()
     plain = [t.lower().strip(_PUNCTUATION) for t in tokens]
     wanted = [w.lower() for w in name.split()]
     for i in range(len(plain) - len(wanted) + 1):
         if all(plain[i + k].startswith(w) for k, w in enumerate(wanted)):
-            return " ".join(tokens[max(0, i - words):i + len(wanted) + words])
+            start, end = max(0, i - words), i + len(wanted) + words
+            return " ".join(t if i <= n < i + len(wanted) or not _is_name(t) else "someone"
+                            for n, t in enumerate(tokens[start:end], start))
     return None
+
+
+def _is_name(token: str) -> bool:
+    word = token.strip(_PUNCTUATION)
+    return word[:1].isupper() and word.lower() not in STOP_WORDS
+
+
+def _senses(vectors: np.ndarray) -> list[list[int]]:
+    """The groups of contexts that stand as senses: large and coherent enough."""
+    return [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]
 
 
 def _cohesion(vectors: np.ndarray, group: list[int]) -> float:
@@ -136,7 +151,11 @@ def concepts_grown_by(bank: Bank, source_ids: list[str]) -> list[str]:
 def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None,
                      grown_since: list[str] | None = None) -> tuple[list, list, list]:
     """Returns (new sub-concepts, updated objects, edges). With `grown_since` (source ids), concepts
-    that those documents added few mentions to (see RESPLIT_SHARE) are left as they are."""
+    that those documents added few mentions to (see RESPLIT_SHARE) are left as they are.
+
+    Two readings: first the whole sentences, whose vectors the bank already holds (a concept whose
+    sentences fall in one group has one sense); then, only for the concepts whose sentences separate,
+    the windows around the mentions, which are embedded here and decide."""
     with bank.reading() as db:
         if candidate_ids is None:
             rows = db.sql("SELECT id FROM objects WHERE type = 'canonical_concept' AND status = 'active' "
@@ -150,19 +169,22 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
     for concept in concepts.values():
         located = [(members[m], mention_window(members[m].description, members[m].title))
                    for m in concept.members if m in members and members[m].description]
-        group_members = [m for m, window in located if window]
-        if len(group_members) < MIN_MEMBERS or concept.status != Status.ACTIVE:
+        located = [(m, window) for m, window in located if window]
+        if len(located) < MIN_MEMBERS or concept.status != Status.ACTIVE:
             continue
         if grown_since is not None:
-            added = sum(1 for m in group_members if new_sources.intersection(m.source_ids))
-            if added < max(MIN_GROUP, RESPLIT_SHARE * len(group_members)):
+            added = sum(1 for m, _ in located if new_sources.intersection(m.source_ids))
+            if added < max(MIN_GROUP, RESPLIT_SHARE * len(located)):
                 continue
-        examined.append((concept, group_members, [window for _, window in located if window]))
+        examined.append((concept, located))
+    sentence_of = context_vectors(bank, [m for _, located in examined for m, _ in located])
+    examined = [(concept, [m for m, _ in located], [w for _, w in located]) for concept, located in examined
+                if len(_senses(np.stack([sentence_of[m.id] for m, _ in located]))) >= 2]
     distinct = sorted({w for _, _, windows in examined for w in windows})
     window_vectors = dict(zip(distinct, bank.embedder.embed(distinct))) if distinct else {}
     for concept, group_members, contexts in examined:
         vectors = np.stack([window_vectors[w] for w in contexts])
-        groups = [g for g in sense_groups(vectors) if len(g) >= MIN_GROUP and _cohesion(vectors, g) >= COHESION]
+        groups = _senses(vectors)
         if len(groups) < 2:
             continue
         senses = _assign(concept, members, group_members, vectors, groups)
