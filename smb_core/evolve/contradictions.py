@@ -2485,10 +2485,13 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: set[tuple[str, st
         sources = {d.id: d for d in db.sources_by_ids(list({s for p in pairs for c in p
                                                             for s in claims[c].source_ids}))}
         # the same subject in the graph: the two claims reference an entity of the same name, named in them
-        named = {c: _named_in(entities.get(c, {}), claims[c], _title_of(claims[c], sources)) for p in pairs for c in p}
-        pairs = {p for p in pairs if _share_a_name(named[p[0]], named[p[1]],
-                                                   _title_of(claims[p[0]], sources), _title_of(claims[p[1]], sources))
-                 or _same_named_subject(claims[p[0]], claims[p[1]])}
+        # (worked out once per claim: a claim is in many pairs)
+        in_pairs = {c for p in pairs for c in p}
+        titles = {c: _title_of(claims[c], sources) for c in in_pairs}
+        named = {c: _named_in(entities.get(c, {}), claims[c], titles[c]) for c in in_pairs}
+        subject = {c: _subject_name(claims[c]) for c in in_pairs}  # or the same proper-name subject
+        pairs = {p for p in pairs if _share_a_name(named[p[0]], named[p[1]], titles[p[0]], titles[p[1]])
+                 or subject[p[0]] and subject[p[0]] == subject[p[1]]}
         ctr_ids = {p: stable_id("ctr", *p) for p in pairs}
         where, params = id_filter("id", list(ctr_ids.values()))
         existing = {r[0] for r in db.sql(f"SELECT id FROM objects WHERE {where}", params)}
@@ -2513,15 +2516,12 @@ def _referenced_names(db, claim_ids: Iterable[str], kind: str | None = None) -> 
     return names_by_claim
 
 
-def _same_named_subject(a: Claim, b: Claim) -> bool:
-    """Both claims have the same proper-name subject ('Okafor' / 'Dr. Okafor', 'Lumen DB 2.0'): the
-    extractor's subject, titles dropped. Pronouns and common nouns ('it', 'the film') never match, and
-    documents about different people of one name are told apart by `_different_document_subjects`."""
-    def name(claim: Claim) -> str:
-        words = [w for w in re.findall(r"[\w.]+", claim.subject) if _fold(w).strip(".") not in _TITLES]
-        return _fold(" ".join(words)) if words and all(w[:1].isupper() or w[:1].isdigit() for w in words) else ""
-    subject = name(a)
-    return bool(subject) and subject == name(b)
+def _subject_name(claim: Claim) -> str:
+    """The claim's proper-name subject ('Okafor' and 'Dr. Okafor' give 'okafor', 'Lumen DB 2.0'): the
+    extractor's subject, titles dropped; '' for pronouns and common nouns ('it', 'the film'), which never
+    match. Documents about different people of one name are told apart by `_different_document_subjects`."""
+    words = [w for w in re.findall(r"[\w.]+", claim.subject) if _fold(w).strip(".") not in _TITLES]
+    return _fold(" ".join(words)) if words and all(w[:1].isupper() or w[:1].isdigit() for w in words) else ""
 
 
 def _share_a_name(a: dict[str, str], b: dict[str, str], title_a: str = "", title_b: str = "") -> bool:
