@@ -347,7 +347,7 @@ def _confirm(bank: Bank, borderline: list[tuple]) -> list[tuple[str, str, float,
 def _groups(pairs: list[tuple[str, str, float, dict]], full_names: dict[str, str]) -> list[set[str]]:
     """Groups of accepted pairs, joined strongest pair first, except where a join would put two clearly
     different full names in one group (`full_names`: id -> multi-word entity name): a lone surname or
-    an acronym accepted beside each of them ("Ray" beside Satyajit Ray and Bernard B. Ray) joins one,
+    an acronym accepted beside each of them ("RB" beside Richard Band and Robert Beatty) joins one,
     instead of making the two one thing."""
     parent: dict[str, str] = {}
     names: dict[str, set[str]] = {}  # root -> the distinct full names in its group

@@ -1,9 +1,10 @@
 """Split overloaded canonical concepts: one name used in clearly different senses.
 
 The vectors of the words around each mention (a window of the sentence it was found in) are clustered
-(agglomerative, average link), for the concepts whose whole sentences already fall apart. When they fall into two or more well separated groups, each group becomes
-a focused sub-concept, linked from the original with `evolves_into`; the original is kept with status
-`split`, and every one of its mentions moves to a sense, so that each still resolves to an active object.
+(agglomerative, average link), for the concepts whose whole sentences already fall apart. When the
+windows fall into two or more well separated groups, each group becomes a focused sub-concept, linked
+from the original with `evolves_into`; the original is kept with status `split`, and every one of its
+mentions moves to a sense, so that each still resolves to an active object.
 
 A window, not the whole sentence: the words around a name tell its sense ("in the face of the enemy",
 "A Face in the Fog"), while a whole sentence tells its topic, and the topics of any two documents differ
