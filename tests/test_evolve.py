@@ -163,6 +163,17 @@ def test_an_acronym_does_not_chain_two_different_full_names(bank: Bank) -> None:
     assert groups in ([["RB", "Richard Band"]], [["RB", "Robert Beatty"]]), groups
 
 
+def test_a_later_cycle_does_not_chain_a_new_full_name_to_a_merged_acronym(bank: Bank) -> None:
+    first = [_entity("src-a", "Richard Band", "person", "Richard Band composed the score of the horror film."),
+             _entity("src-c", "RB", "person", "RB composed the score of the horror film.")]
+    assert _merged_groups(bank, first) == [sorted(o.id for o in first)]
+    later = _entity("src-b", "Robert Beatty", "person", "Robert Beatty composed the score of the horror film.")
+    bank.write([later])
+    assert merge.merge(bank, open_cycle(bank, "cycle-00002", "run-2"), [later.id]).canonical == []
+    with bank.reading() as db:
+        assert db.get_object(later.id).status == Status.ACTIVE  # not merged into Richard Band's object
+
+
 def test_two_groups_joining_one_canonical_object_in_a_cycle_are_both_listed(bank: Bank) -> None:
     first = [_entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics in Cambridge."),
              _entity("src-a", "Okafor", "person", "Okafor wrote software to find similar telescope images.")]

@@ -344,19 +344,20 @@ def _confirm(bank: Bank, borderline: list[tuple]) -> list[tuple[str, str, float,
     return accepted
 
 
-def _groups(pairs: list[tuple[str, str, float, dict]], full_names: dict[str, str]) -> list[set[str]]:
+def _groups(pairs: list[tuple[str, str, float, dict]], titles: dict[str, str],
+            full_names: dict[str, set[str]]) -> list[set[str]]:
     """Groups of accepted pairs, joined strongest pair first, except where a join would put two clearly
-    different full names in one group (`full_names`: id -> multi-word entity name): a lone surname or
-    an acronym accepted beside each of them ("RB" beside Richard Band and Robert Beatty) joins one,
-    instead of making the two one thing."""
+    different full names in one group (`full_names`: id -> the multi-word entity names it stands for):
+    a lone surname or an acronym accepted beside each of them ("RB" beside Richard Band and Robert
+    Beatty) joins one, instead of making the two one thing. A pair of two full names (`titles`) was
+    accepted on its own evidence, and decides for those two."""
     parent: dict[str, str] = {}
     names: dict[str, set[str]] = {}  # root -> the distinct full names in its group
-    accepted = {(a, b) for a, b, *_ in pairs}
 
     def find(x: str) -> str:
         if x not in parent:
             parent[x] = x
-            names[x] = {full_names[x]} if x in full_names else set()
+            names[x] = set(full_names.get(x, ()))
         while parent[x] != x:
             parent[x] = parent[parent[x]]
             x = parent[x]
@@ -366,8 +367,8 @@ def _groups(pairs: list[tuple[str, str, float, dict]], full_names: dict[str, str
         ra, rb = find(a), find(b)
         if ra == rb:
             continue
-        direct = {full_names.get(a), full_names.get(b)} if (a, b) in accepted else set()
-        if any(_different_full_names(x, y) for x in names[ra] for y in names[rb] if not {x, y} <= direct):
+        own = {titles.get(a), titles.get(b)}
+        if any(_different_full_names(x, y) for x in names[ra] for y in names[rb] if not {x, y} <= own):
             continue
         parent[ra] = rb
         names[rb] |= names.pop(ra)
@@ -381,19 +382,30 @@ def _different_full_names(a: str, b: str) -> bool:
     return a != b and name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
 
 
-def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> dict[str, str]:
+def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(the paired entities' own multi-word names, the multi-word names each stands for: its own and,
+    when it is already merged, those of its canonical object, so that a later cycle cannot chain a new
+    full name to them either)."""
     ids = sorted({x for a, b, *_ in pairs for x in (a, b)})
     with bank.reading() as db:
-        where, params = id_filter("id", ids)
-        rows = db.sql(f"SELECT id, title FROM objects WHERE {where} AND type = 'entity'", params)
-    return {i: t for i, t in rows if len(_words(t)) >= 2}
+        where, params = id_filter("o.id", ids)
+        rows = db.sql(f"SELECT o.id, o.title, c.title, c.data->'$.aliases' FROM objects o "
+                      "LEFT JOIN objects c ON c.id = json_extract_string(o.data, '$.merged_into') AND c.status = 'active' "
+                      f"WHERE {where} AND o.type = 'entity'", params)
+    own, out = {}, {}
+    for object_id, title, canonical, aliases in rows:
+        names = {title, *([canonical] if canonical else []), *json.loads(aliases or "[]")}
+        out[object_id] = {n for n in names if len(_words(n)) >= 2}
+        if len(_words(title)) >= 2:
+            own[object_id] = title
+    return own, out
 
 
 def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
     pairs = find_pairs(bank, new_ids)
     result = MergeResult()
-    groups = _groups(pairs, _full_names(bank, pairs)) if pairs else []
+    groups = _groups(pairs, *_full_names(bank, pairs)) if pairs else []
     if not groups:
         return result
     signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
