@@ -70,6 +70,12 @@ def test_entities_of_each_kind(extraction):
     assert all(e.source_ids == ["src-aurora-v1"] and e.type.value == "entity" for e in extraction.entities)
 
 
+def test_a_nationality_is_not_an_organisation():
+    text = "# Film notes\n\nThe Canadian director Anne Wheeler filmed Loyalties in Alberta.\n"
+    kinds = {e.title: e.entity_kind for e in NLPExtractor().extract(_doc(text, "Film notes", "src-notes"), text).entities}
+    assert kinds["Canadian"] is EntityKind.OTHER and kinds["Anne Wheeler"] is EntityKind.PERSON
+
+
 def test_fenced_code_is_not_extracted(extraction):
     titles = {e.title for e in extraction.entities}
     assert "Satya Nadella" not in titles and "Seattle" not in titles

