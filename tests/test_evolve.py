@@ -15,7 +15,7 @@ from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pe
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, member_list_mismatches, unresolved_merges
-from smb_core.model import Claim, Community, Concept, Entity, EntityKind, Status, stable_id
+from smb_core.model import CanonicalConcept, Claim, Community, Concept, Entity, EntityKind, Status, stable_id
 from smb_core.query import MemoryBank
 from tests.conftest import write_doc
 
@@ -372,6 +372,17 @@ def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:
     assert contains == {("index", "vector index"), ("index", "graph index"), ("data structure", "hash table")}
     assert extends == {(child, parent) for parent, child in contains}
     assert sorted(k.title for k in kinds) == ["Kinds of data structure", "Kinds of index"]
+
+
+def test_a_split_concept_stays_the_broader_term_of_narrower_kinds(bank: Bank) -> None:
+    film = CanonicalConcept(id=stable_id("ccn", "film"), title="film", status=Status.SPLIT, source_ids=["src-x"])
+    sense = CanonicalConcept(id=stable_id("ccn", "film", "movie"), title="film (movie)", source_ids=["src-x"])
+    drama = Concept(id=stable_id("con", "drama film"), title="drama film", source_ids=["src-y"])
+    bank.write([film, sense, drama])
+    kinds, edges = taxonomy.build_taxonomy(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    assert [(k.title, k.members) for k in kinds] == [("Kinds of film", [drama.id])]
+    assert {(e.head, e.tail, e.edge_type.value) for e in edges} == {(drama.id, film.id, "extends"),
+                                                                  (film.id, drama.id, "contains")}
 
 
 def test_a_grouping_not_found_again_is_superseded_and_points_to_its_successor(bank: Bank) -> None:

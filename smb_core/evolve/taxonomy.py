@@ -23,19 +23,22 @@ CLUSTER_NEIGHBOURS = 6
 _IS_A = re.compile(r"^(?P<x>.+?)\s+(?:is|was|are|were)\s+(?:a|an|one of the)\s+(?P<y>.+?)[.]?$", re.IGNORECASE)
 
 
-def _concept_nodes(db) -> dict[str, tuple[str, str]]:
-    """Active concepts that stand for themselves (canonical ones, and unmerged layer-1 ones): id -> (name, title)."""
-    rows = db.sql("SELECT id, title FROM objects WHERE status = 'active' AND type IN ('concept', 'canonical_concept')")
+def _concept_nodes(db, statuses: tuple[str, ...] = ("active",)) -> dict[str, tuple[str, str]]:
+    """Concepts that stand for themselves (canonical ones, and unmerged layer-1 ones): id -> (name, title)."""
+    rows = db.sql("SELECT id, title FROM objects WHERE status IN (SELECT unnest(?::VARCHAR[])) "
+                  "AND type IN ('concept', 'canonical_concept')", [list(statuses)])
     return {i: (normalise_name(t), t) for i, t in rows}
 
 
 def build_taxonomy(bank: Bank, cycle: Cycle) -> tuple[list[Taxonomy], list[Edge]]:
     with bank.reading() as db:
         nodes = _concept_nodes(db)
+        # a split concept stays the broader term of its senses' narrower kinds ("drama film" is a "film")
+        broader_nodes = {**nodes, **_concept_nodes(db, ("split",))}
         claims = db.sql("SELECT id, text FROM objects WHERE type = 'claim' AND status = 'active' "
                         "AND text ILIKE '% is a%'")
     by_name: dict[str, list[str]] = defaultdict(list)
-    for node_id, (name, _) in nodes.items():
+    for node_id, (name, _) in broader_nodes.items():
         by_name[name].append(node_id)
     narrower: dict[str, set[str]] = defaultdict(set)
     evidence: dict[tuple[str, str], str] = {}
@@ -58,7 +61,7 @@ def build_taxonomy(bank: Bank, cycle: Cycle) -> tuple[list[Taxonomy], list[Edge]
             if head in by_name and x in by_name:
                 for broader in by_name[head]:
                     for child in by_name[x]:
-                        if child != broader:
+                        if child != broader and child in nodes:
                             narrower[broader].add(child)
                             evidence[(broader, child)] = claim_id
                 break
@@ -67,7 +70,7 @@ def build_taxonomy(bank: Bank, cycle: Cycle) -> tuple[list[Taxonomy], list[Edge]
         children = sorted(children - {broader})
         if not children:
             continue
-        title = nodes[broader][1]
+        title = broader_nodes[broader][1]
         sources = sorted({evidence[(broader, c)] for c in children} - {"head noun"})
         taxonomies.append(Taxonomy(
             id=stable_id("tax", broader), title=f"Kinds of {title}", broader=broader, members=children,
