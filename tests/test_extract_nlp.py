@@ -76,6 +76,13 @@ def test_a_nationality_is_not_an_organisation():
     assert kinds["Canadian"] is EntityKind.OTHER and kinds["Anne Wheeler"] is EntityKind.PERSON
 
 
+def test_a_quoted_name_cut_open_by_ner_keeps_the_name():
+    text = '# Podcasts\n\nJordan recorded twelve episodes of the "Lumen Office Hours" podcast this year.\n'
+    titles = {e.title for e in NLPExtractor().extract(_doc(text, "Podcasts", "src-podcasts"), text).entities}
+    assert not any('"' in t for t in titles)
+    assert "Lumen Office Hours" in titles, titles
+
+
 def test_fenced_code_is_not_extracted(extraction):
     titles = {e.title for e in extraction.entities}
     assert "Satya Nadella" not in titles and "Seattle" not in titles

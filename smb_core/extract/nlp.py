@@ -166,6 +166,9 @@ class _DocumentExtraction:
     def _entity(self, name: str, kind: EntityKind, start: int | None, end: int | None,
                 context: str = "") -> Entity | None:
         name = " ".join(name.split()).strip(" .,;:'\"()")
+        if name.count('"') == 1:  # NER cut a quoted name open: 'the "Lumen Office Hours' is Lumen Office Hours
+            before, _, after = name.partition('"')
+            name = after.strip() if after.strip()[:1].isupper() else f"{before}{after}".strip()
         key = normalise_name(name)
         if len(key) < 2 or key.isdigit():
             return None
