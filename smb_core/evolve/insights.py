@@ -43,10 +43,15 @@ def find_insights(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
     return insights, edges
 
 
-def _cited(bank: Bank, insight: Insight, claim_ids: list[str]) -> tuple[Insight, list[Edge]]:
-    """Cite the claims: evidence, derived_from and source documents, and a `references` edge to each."""
+def _claims(bank: Bank, claim_ids: list[str]) -> dict[str, MemoryObject]:
+    """The claims a pass's insights cite, read in one go."""
     with bank.reading() as db:
-        claims = db.get_objects(claim_ids)
+        return db.get_objects(sorted(set(claim_ids)))
+
+
+def _cited(insight: Insight, claim_ids: list[str], claims: dict[str, MemoryObject]) -> tuple[Insight, list[Edge]]:
+    """Cite the claims: evidence, derived_from and source documents, and a `references` edge to each."""
+    claims = {c: claims[c] for c in claim_ids if c in claims}
     insight.evidence = [c for c in claim_ids if c in claims]
     insight.derived_from = list(dict.fromkeys([*insight.about, *insight.derived_from, *insight.evidence]))
     insight.source_ids = sorted({s for c in claims.values() for s in c.source_ids})
@@ -63,8 +68,11 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
     with bank.reading() as db:
         found = db.list_objects(type="community", status="active", limit=10_000)
         named = _named(db, list(graph.nodes))
+    best = bridge_pairs(graph, [c for c in found if isinstance(c, Community)], named)[:MAX_BRIDGES]
+    cited = {node: [c for c in (_strongest_claim(graph, node, side) for side in pair) if c] for _, node, pair in best}
+    claims = _claims(bank, [c for ids in cited.values() for c in ids])
     out = []
-    for score, node, pair in bridge_pairs(graph, [c for c in found if isinstance(c, Community)], named)[:MAX_BRIDGES]:
+    for _, node, pair in best:
         first, second = pair
         title = graph.nodes[node]["title"]
         insight = Insight(
@@ -74,8 +82,7 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
                         f'"{_topic(second)}", and nothing else links them: what joins the two topics runs through it.',
             derived_from=[first.id, second.id], run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
         )
-        claims = [_strongest_claim(graph, node, c) for c in pair]
-        insight, edges = _cited(bank, insight, [c for c in claims if c])
+        insight, edges = _cited(insight, cited[node], claims)
         edges += [Edge.between(insight.id, c.id, EdgeType.REFERENCES) for c in pair]
         out.append((insight, edges))
     return [i for i, _ in out], [e for _, es in out for e in es]
@@ -164,8 +171,9 @@ def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
     name) and no claim has them as its subject. Each is a lead for what to read or write next."""
     with bank.reading() as db:
         rows = db.sql(_GAPS, [GAP_MIN_DOCUMENTS, list(NAMED_KINDS), MAX_GAPS])
+    claims = _claims(bank, [c for row in rows for c in row[3]])
     out = []
-    for node, title, documents, claims in rows:
+    for node, title, documents, cited in rows:
         insight = Insight(
             id=stable_id("ins", "gap", node), kind="knowledge_gap", about=[node],
             title=f"Nothing here describes {title}",
@@ -173,7 +181,7 @@ def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
                         f"says what it is.",
             run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
         )
-        out.append(_cited(bank, insight, list(claims)))
+        out.append(_cited(insight, list(cited), claims))
     return [i for i, _ in out], [e for _, es in out for e in es]
 
 
@@ -198,10 +206,10 @@ def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
     """Claims that several independent documents restate (`supports` edges from reinforcement)."""
     with bank.reading() as db:
         rows = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS, MAX_SUPPORTED])
-        stated = db.get_objects([r[0] for r in rows])
+    claims = _claims(bank, [c for row in rows for c in (row[0], *row[2])])
     out = []
-    for claim_id, documents, claims in rows:
-        claim: MemoryObject | None = stated.get(claim_id)
+    for claim_id, documents, cited in rows:
+        claim = claims.get(claim_id)
         if claim is None:
             continue
         insight = Insight(
@@ -210,5 +218,5 @@ def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
             description=f"{documents} independent documents state this: {claim.text()}",
             run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
         )
-        out.append(_cited(bank, insight, list(claims)))
+        out.append(_cited(insight, list(cited), claims))
     return [i for i, _ in out], [e for _, es in out for e in es]
