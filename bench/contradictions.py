@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from smb_core.evolve.contradictions import _analyse_many, judge  # noqa: E402
+from smb_core.evolve.contradictions import judge  # noqa: E402
+from smb_core.evolve.contradictions.sentences import _analyse_many  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "contradiction_pairs.jsonl"
 TARGET_PRECISION, TARGET_RECALL = 0.90, 0.70

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from smb_core.corpus import scan
-from smb_core.evolve.contradictions import (
-    Verdict, _judged_pair, _named_in, _share_a_name, find_contradictions, judge,
-)
+from smb_core.evolve.contradictions import Verdict, find_contradictions, judge
+from smb_core.evolve.contradictions.finder import _judged_pair, _named_in, _share_a_name
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Claim, Contradiction, Question, stable_id
 from tests.conftest import write_doc
@@ -116,51 +115,52 @@ def test_judge_leaves_compatible_statements_alone(kind, a, b):
 
 
 def test_parsing_in_two_worker_processes_gives_the_same_verdicts(monkeypatch):
-    from smb_core.evolve import contradictions
+    from smb_core.evolve.contradictions import sentences
 
     pairs = [(a, b) for _, a, b in CONTRADICTIONS[:6] + COMPATIBLE[:6]]
     expected = [judge(a, b) for a, b in pairs]
-    monkeypatch.setattr(contradictions, "_CACHE", {})
-    monkeypatch.setattr(contradictions, "PARALLEL_PARSE", 2)  # forks two spaCy workers for these texts
-    contradictions._analyse_many(t for pair in pairs for t in pair)
-    assert len(contradictions._CACHE) == len({t for pair in pairs for t in pair})
+    monkeypatch.setattr(sentences, "_CACHE", {})
+    monkeypatch.setattr(sentences, "PARALLEL_PARSE", 2)  # forks two spaCy workers for these texts
+    sentences._analyse_many(t for pair in pairs for t in pair)
+    assert len(sentences._CACHE) == len({t for pair in pairs for t in pair})
     assert [judge(a, b) for a, b in pairs] == expected
     assert sum(v is not None for v in expected) == 6
 
 
 def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_again(bank, monkeypatch):
-    from smb_core.evolve import contradictions, parses
+    from smb_core.evolve import parses
+    from smb_core.evolve.contradictions import sentences
 
     pairs = [(a, b) for _, a, b in CONTRADICTIONS + COMPATIBLE]
     texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-    monkeypatch.setattr(contradictions, "_CACHE", {})
+    monkeypatch.setattr(sentences, "_CACHE", {})
     expected = [judge(a, b) for a, b in pairs]
     parsed: list[str] = []
-    real_parse = contradictions._analyse_many
+    real_parse = sentences._analyse_many
 
     def counting_parse(batch):
         batch = list(batch)
         parsed.extend(batch)
         return real_parse(batch)
 
-    monkeypatch.setattr(contradictions, "_analyse_many", counting_parse)
-    monkeypatch.setattr(contradictions, "_CACHE", {})
-    contradictions._analyse_stored(bank, texts)
+    monkeypatch.setattr(sentences, "_analyse_many", counting_parse)
+    monkeypatch.setattr(sentences, "_CACHE", {})
+    sentences._analyse_stored(bank, texts)
     assert parsed == texts  # nothing stored yet
     with bank.reading() as db:
         assert len(db.parses([parses.key(t) for t in texts])) == len(texts)
     with bank.writing() as db:  # a damaged entry is parsed again, not fatal
         db.con.execute("UPDATE parses SET doc = 'not a parse'::BLOB WHERE key = ?", [parses.key(texts[0])])
 
-    monkeypatch.setattr(contradictions, "_CACHE", {})  # a new process: only the bank remembers
+    monkeypatch.setattr(sentences, "_CACHE", {})  # a new process: only the bank remembers
     parsed.clear()
-    contradictions._analyse_stored(bank, texts)
+    sentences._analyse_stored(bank, texts)
     assert parsed == [texts[0]]
     assert [judge(a, b) for a, b in pairs] == expected
     assert sum(v is not None for v in expected) == len(CONTRADICTIONS)
 
     monkeypatch.setattr(parses, "_pipeline", lambda: "en_upgraded_model-9.9/spacy-9.9")
-    parses.save(bank, {texts[0]: contradictions._CACHE[texts[0]].doc})
+    parses.save(bank, {texts[0]: sentences._CACHE[texts[0]].doc})
     with bank.reading() as db:  # parses of the old pipeline can never be read again: dropped
         assert db.sql("SELECT count(*), min(pipeline) FROM parses")[0] == (1, "en_upgraded_model-9.9/spacy-9.9")
 
