@@ -63,6 +63,11 @@ def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> No
     assert merge.decide(merge.ACRONYM_SIMILARITY, 0.2, 0.7, 0, False, False)
     assert not merge.decide(merge.ACRONYM_SIMILARITY, 0.2, 0.1, 1, False, False)  # one shared hub is not enough
     assert "mara okafor" in blocking_keys("Dr. Mara Okafor")
+    # an ampersand joins two things: "R&B" is rhythm and blues, never a person's initials
+    assert merge.name_similarity("R&B", "Rhythm and Blues") == merge.ACRONYM_SIMILARITY
+    assert merge.name_similarity("AT&T", "American Telephone & Telegraph") == merge.ACRONYM_SIMILARITY
+    assert not partner_keys(blocking_keys("R&B")) & blocking_keys("Richard Band")
+    assert merge.name_similarity("R&B", "Richard Band") < merge.NAME_SIMILAR
     assert "algiers" in blocking_keys("Algiers (film)")
 
 

@@ -60,17 +60,24 @@ QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 def blocking_keys(name: str) -> set[str]:
     """Keys under which surface forms of one name meet: exact, and without qualifier/honorific; an
     expansion gets an `expansion:` key and an acronym an `acronym:` key, and only a pair of the two
-    meets (see `partner_keys`), so "GPU indexing" and "graph index" never do."""
+    meets (see `partner_keys`), so "GPU indexing" and "graph index" never do. An acronym with an
+    ampersand names two things joined ("R&B", "AT&T"): it meets only an expansion with an "and" in the
+    same place ("Rhythm and Blues"), never a person's initials ("Richard Band")."""
     base = normalise_name(name)
     keys = {base}
     unqualified = normalise_name(QUALIFIER.sub("", name))
     keys.add(_HONORIFIC.sub("", unqualified))
-    words = [w for w in unqualified.split() if w not in {"of", "and", "for", "the"}]
-    if len(words) >= 2:
-        keys.add("expansion:" + "".join(w[0] for w in words))
-    compact = re.sub(r"[^A-Za-z]", "", QUALIFIER.sub("", name))
-    if compact.isupper() and 2 <= len(compact) <= 6 and len(name.split()) == 1:
+    compact = re.sub(r"[^A-Za-z&]", "", QUALIFIER.sub("", name))
+    letters = compact.replace("&", "")
+    if letters.isupper() and 2 <= len(letters) <= 6 and len(name.split()) == 1:
         keys.add("acronym:" + compact.lower())
+    else:
+        words = [w for w in normalise_name(QUALIFIER.sub("", name.replace("&", " and "))).split()
+                 if w not in {"of", "for", "the"}]
+        if len(words) - words.count("and") >= 2:
+            keys.add("expansion:" + "".join(w[0] for w in words if w != "and"))
+            if "and" in words[1:-1]:
+                keys.add("expansion:" + "".join("&" if w == "and" else w[0] for w in words))
     return {k for k in keys if len(k) >= 2}
 
 
