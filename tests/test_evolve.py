@@ -68,6 +68,8 @@ def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> No
     assert merge.name_similarity("AT&T", "American Telephone & Telegraph") == merge.ACRONYM_SIMILARITY
     assert not partner_keys(blocking_keys("R&B")) & blocking_keys("Richard Band")
     assert merge.name_similarity("R&B", "Richard Band") < merge.NAME_SIMILAR
+    assert merge.name_similarity("R&B", "R.B.") < merge.NAME_SIMILAR
+    assert merge.name_similarity("Rhythm & Blues", "Rhythm and Blues") == 1.0
     assert "algiers" in blocking_keys("Algiers (film)")
 
 
@@ -77,6 +79,7 @@ def test_names_stating_different_numbers_in_words_or_roman_numerals_are_differen
     assert merge.name_similarity("the First World War", "the Second World War") == 0.0
     assert merge.numbers_in("World War II") == merge.numbers_in("the Second World War") == ["2"]
     assert merge.numbers_in("Vincent Xavier") == [] and merge.numbers_in("VIVID") == []  # not numerals
+    assert merge.numbers_in("John V. Lindsay") == [] and merge.numbers_in("I.B.M.") == []  # initials
     assert merge.name_similarity("Louis XIV", "Louis XIV of France") > 0.5  # the same number: names decide
 
 

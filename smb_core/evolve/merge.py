@@ -102,7 +102,8 @@ def is_borderline(names: float, vector: float, context: float, shared: int, mult
 #: and Cable & Wireless alike), so it counts as a similar name that needs a close vector or context.
 ACRONYM_SIMILARITY = 0.9
 _NUMBER = re.compile(r"\d+")
-_ROMAN = re.compile(r"\b(?=[IVX]+\b)X{0,3}(?:IX|IV|V?I{0,3})\b")  # regnal and series numbers: Henry VIII, World War II
+#: regnal and series numbers (Henry VIII, World War II), not initials ("John V. Lindsay", "I.B.M.")
+_ROMAN = re.compile(r"\b(?=[IVX]+\b)X{0,3}(?:IX|IV|V?I{0,3})\b(?!\.)")
 _NUMBER_WORDS = {w: str(n) for n, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
@@ -120,6 +121,12 @@ def numbers_in(name: str) -> list[str]:
     return sorted([*(str(int(d)) for d in _NUMBER.findall(name)), *words, *roman])
 
 
+def _joins_two(name: str) -> bool:
+    """The name joins two things with "and" or "&" ("R&B", "Tom and Jerry"): it is not the name of one
+    of them, nor a person's initials ("R.B.")."""
+    return "&" in name or " and " in f" {name.lower()} "
+
+
 def _roman_value(numeral: str) -> int:
     values = [{"I": 1, "V": 5, "X": 10}[c] for c in numeral]
     return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
@@ -130,8 +137,8 @@ def name_similarity(a: str, b: str, concept: bool = False) -> float:
     """1.0 when two names share a blocking key, ACRONYM_SIMILARITY for an acronym and its expansion,
     else string similarity. Names with different numbers ("September 2012" / "11 September 2015",
     "Apollo 11" / "Apollo 13", "forty years" / "fifty years", "Henry VII" / "Henry VIII") are different
-    things: 0."""
-    if numbers_in(a) != numbers_in(b):
+    things: 0, as are a name joining two things with "and"/"&" and one that does not."""
+    if numbers_in(a) != numbers_in(b) or _joins_two(a) != _joins_two(b):
         return 0.0
     shared = partner_keys(blocking_keys(a)) & blocking_keys(b)
     if any(":" not in key for key in shared):

@@ -63,17 +63,17 @@ def blocking_keys(name: str) -> set[str]:
     meets (see `partner_keys`), so "GPU indexing" and "graph index" never do. An acronym with an
     ampersand names two things joined ("R&B", "AT&T"): it meets only an expansion with an "and" in the
     same place ("Rhythm and Blues"), never a person's initials ("Richard Band")."""
-    base = normalise_name(name)
+    spelled = name.replace("&", " and ")  # "R&B" is "r and b", never the initials "R.B."
+    base = normalise_name(spelled)
     keys = {base}
-    unqualified = normalise_name(QUALIFIER.sub("", name))
+    unqualified = normalise_name(QUALIFIER.sub("", spelled))
     keys.add(_HONORIFIC.sub("", unqualified))
     compact = re.sub(r"[^A-Za-z&]", "", QUALIFIER.sub("", name))
     letters = compact.replace("&", "")
     if letters.isupper() and 2 <= len(letters) <= 6 and len(name.split()) == 1:
         keys.add("acronym:" + compact.lower())
     else:
-        words = [w for w in normalise_name(QUALIFIER.sub("", name.replace("&", " and "))).split()
-                 if w not in {"of", "for", "the"}]
+        words = [w for w in unqualified.split() if w not in {"of", "for", "the"}]
         if len(words) - words.count("and") >= 2:
             keys.add("expansion:" + "".join(w[0] for w in words if w != "and"))
             if "and" in words[1:-1]:
