@@ -19,6 +19,7 @@ from smb_core.bank import Bank
 from smb_core.evolve import communities
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import Community, Edge, EdgeType, Insight, MemoryObject, stable_id
+from smb_core.recall.names import name_key
 
 #: Kinds of named things an insight can be about: a date ("the 1930s") or an unnamed kind is not one.
 NAMED_KINDS = ("person", "organization", "place", "work")
@@ -157,10 +158,10 @@ per_node AS (
     CROSS JOIN unnest(cl.source_ids) AS u(source_id) JOIN sources s ON s.id = u.source_id
     GROUP BY m.node
 )
-SELECT p.node, o.title, p.documents, p.claims FROM per_node p JOIN objects o ON o.id = p.node
+SELECT p.node, o.title, p.documents, p.claims, (SELECT list(DISTINCT c.name) FROM canon c WHERE c.node = p.node)
+FROM per_node p JOIN objects o ON o.id = p.node
 WHERE o.status = 'active' AND p.documents >= ? AND NOT p.described
   AND json_extract_string(o.data, '$.entity_kind') IN (SELECT unnest(?::VARCHAR[]))
-  AND NOT EXISTS (SELECT 1 FROM doc_names d JOIN canon c ON c.name = d.name WHERE c.node = p.node)
 ORDER BY p.documents DESC, p.node
 LIMIT ?
 """
@@ -170,7 +171,13 @@ def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
     """Named things many documents mention but none describes: no document is about them (by its
     name) and no claim has them as its subject. Each is a lead for what to read or write next."""
     with bank.reading() as db:
-        rows = db.sql(_GAPS, [GAP_MIN_DOCUMENTS, list(NAMED_KINDS), MAX_GAPS])
+        # a few times MAX_GAPS: those with a document about them (matched by the documents' name keys,
+        # which fold accents and punctuation: "St. Louis" is "st louis") drop out below
+        candidates = db.sql(_GAPS, [GAP_MIN_DOCUMENTS, list(NAMED_KINDS), 4 * MAX_GAPS])
+        keys = {row[0]: {name_key(n) for n in row[4]} for row in candidates}
+        described = {r[0] for r in db.sql("SELECT DISTINCT name FROM doc_names WHERE name IN (SELECT unnest(?))",
+                                          [sorted({k for ks in keys.values() for k in ks})])}
+    rows = [row[:4] for row in candidates if not keys[row[0]] & described][:MAX_GAPS]
     claims = _claims(bank, [c for row in rows for c in row[3]])
     out = []
     for node, title, documents, cited in rows:
