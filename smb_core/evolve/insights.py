@@ -162,6 +162,7 @@ SELECT p.node, o.title, p.documents, p.claims, (SELECT list(DISTINCT c.name) FRO
 FROM per_node p JOIN objects o ON o.id = p.node
 WHERE o.status = 'active' AND p.documents >= ? AND NOT p.described
   AND json_extract_string(o.data, '$.entity_kind') IN (SELECT unnest(?::VARCHAR[]))
+  AND NOT EXISTS (SELECT 1 FROM doc_names d JOIN canon c ON c.name = d.name WHERE c.node = p.node)
 ORDER BY p.documents DESC, p.node
 LIMIT ?
 """
@@ -171,8 +172,8 @@ def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
     """Named things many documents mention but none describes: no document is about them (by its
     name) and no claim has them as its subject. Each is a lead for what to read or write next."""
     with bank.reading() as db:
-        # a few times MAX_GAPS: those with a document about them (matched by the documents' name keys,
-        # which fold accents and punctuation: "St. Louis" is "st louis") drop out below
+        # SQL drops the names a document has as they are; the documents' name keys also fold accents
+        # and punctuation ("St. Louis" is "st louis"), so a few more are read and those drop out here
         candidates = db.sql(_GAPS, [GAP_MIN_DOCUMENTS, list(NAMED_KINDS), 4 * MAX_GAPS])
         keys = {row[0]: {name_key(n) for n in row[4]} for row in candidates}
         described = {r[0] for r in db.sql("SELECT DISTINCT name FROM doc_names WHERE name IN (SELECT unnest(?))",
