@@ -90,3 +90,15 @@ def test_a_claim_restated_by_three_independent_documents_is_well_supported(bank:
         paths = {d.id: d.path for d in db.sources()}
     assert sorted(paths[s] for s in found[0].source_ids) == ["first.md", "second.md", "third.md"]
     assert len(found[0].evidence) == 3
+
+
+def test_a_statement_restated_again_and_again_is_one_well_supported_insight(bank: Bank) -> None:
+    statement = "The Aurora index was released in 2019.\n"
+    for n, name in enumerate(["first", "second", "third", "fourth"], start=1):
+        _ingest(bank, {f"{name}.md": f"# Notes {name}\n\n{statement}"})  # one new document per cycle
+        cycle = _merged_cycle(bank, f"cycle-{n:05d}")
+        confidence.reinforce(bank, cycle)  # each restatement supports every older copy
+        finish_cycle(bank, cycle)
+    found, _ = insights.well_supported(bank, cycle)
+    assert [i.title for i in found] == ["4 documents agree: The Aurora index was released in 2019."]
+    assert len(found[0].evidence) == 4

@@ -211,9 +211,17 @@ LIMIT ?
 
 
 def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
-    """Claims that several independent documents restate (`supports` edges from reinforcement)."""
+    """Claims that several independent documents restate (`supports` edges from reinforcement), one
+    insight per statement: a restatement supports every older one, so the second of four copies is
+    backed by three documents too, and it is the same statement as the first."""
     with bank.reading() as db:
-        rows = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS, MAX_SUPPORTED])
+        candidates = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS, 4 * MAX_SUPPORTED])
+    rows, cited_already = [], set()
+    for claim_id, documents, backers in candidates:  # best backed first
+        if cited_already.isdisjoint(backers):
+            rows.append((claim_id, documents, backers))
+        cited_already.update(backers)
+    rows = rows[:MAX_SUPPORTED]
     claims = _claims(bank, [c for row in rows for c in (row[0], *row[2])])
     out = []
     for claim_id, documents, cited in rows:
