@@ -309,6 +309,9 @@ class Insight(MemoryObject):
     kind: str = "observation"
     about: list[str] = Field(default_factory=list)  # the objects the insight is about
     evidence: list[str] = Field(default_factory=list)  # the claims it cites
+    #: how strongly the bank shows it, comparable within a kind: the claims tying a bridge to its weaker
+    #: side, the documents naming a gap, the documents agreeing on a statement (plans take the strongest first)
+    weight: float = 0.0
 
 
 class Question(MemoryObject):

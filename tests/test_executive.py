@@ -8,7 +8,7 @@ from smb_core.evolve import executive
 from smb_core.evolve.cycle import open_cycle
 from smb_core.integrity import dispute_flag_mismatches, unresolved_citations
 from smb_core.model import (
-    Agenda, Claim, Contradiction, Edge, EdgeType, Entity, Plan, Question, Status, Synthesis, stable_id,
+    Agenda, Claim, Contradiction, Edge, EdgeType, Entity, Insight, Plan, Question, Status, Synthesis, stable_id,
 )
 
 
@@ -87,3 +87,17 @@ def test_integrity_finds_a_citation_to_nothing(bank: Bank) -> None:
     assert unresolved_citations(bank, layers=(4,)) == []  # each check looks at its own layers
     assert unresolved_citations(bank, run_id="run-1") == [f"{plan.id} cites clm-does-not-exist"]
     assert unresolved_citations(bank, run_id="run-2") == []  # a later cycle's check: what that run wrote
+
+
+def test_plans_take_the_strongest_insights_first(bank: Bank) -> None:
+    """A gap named by 9 documents comes before one named by 4, however many of them each cites."""
+    _setup(bank)
+    weak = Insight(id=stable_id("ins", "weak"), kind="knowledge_gap", title="Nothing here describes Weak",
+                   description="Weak is named in 4 documents.", weight=4, source_ids=["src-a", "src-b", "src-c"])
+    strong = Insight(id=stable_id("ins", "strong"), kind="knowledge_gap", title="Nothing here describes Strong",
+                     description="Strong is named in 9 documents.", weight=9, source_ids=["src-a"])
+    bank.write([weak, strong])
+    executive.run(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        fill = next(p for p in db.list_objects(type="plan", status="active") if "fill" in p.tags)
+    assert [s.cites[0] for s in fill.steps] == [strong.id, weak.id]

@@ -73,7 +73,7 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
     cited = {node: [c for c in (_strongest_claim(graph, node, side) for side in pair) if c] for _, node, pair in best}
     claims = _claims(bank, [c for ids in cited.values() for c in ids])
     out = []
-    for _, node, pair in best:
+    for score, node, pair in best:
         first, second = pair
         title = graph.nodes[node]["title"]
         insight = Insight(
@@ -82,6 +82,7 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
             description=f'{title} is named with members of two communities, "{_topic(first)}" and '
                         f'"{_topic(second)}", and nothing else links them: what joins the two topics runs through it.',
             derived_from=[first.id, second.id], run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+            weight=score,
         )
         insight, edges = _cited(insight, cited[node], claims)
         edges += [Edge.between(insight.id, c.id, EdgeType.REFERENCES) for c in pair]
@@ -187,7 +188,7 @@ def knowledge_gaps(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
             title=f"Nothing here describes {title}",
             description=f"{title} is named in {documents} documents, but no document is about it and no claim "
                         f"says what it is.",
-            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag], weight=documents,
         )
         out.append(_cited(insight, list(cited), claims))
     return [i for i, _ in out], [e for _, es in out for e in es]
@@ -232,7 +233,7 @@ def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
             id=stable_id("ins", "supported", claim_id), kind="well_supported",
             title=f"{documents} documents agree: {claim.title}",
             description=f"{documents} independent documents state this: {claim.text()}",
-            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
+            run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag], weight=documents,
         )
         out.append(_cited(insight, list(cited), claims))
     return [i for i, _ in out], [e for _, es in out for e in es]
