@@ -102,3 +102,10 @@ def test_a_statement_restated_again_and_again_is_one_well_supported_insight(bank
     found, _ = insights.well_supported(bank, cycle)
     assert [i.title for i in found] == ["4 documents agree: The Aurora index was released in 2019."]
     assert len(found[0].evidence) == 4
+
+
+def test_a_longer_name_that_contains_a_gap_does_not_describe_it(bank: Bank) -> None:
+    """A claim about "Northwind Capitalists" says nothing about Northwind Capital: names match as words."""
+    _ingest(bank, {**FUNDED, "club.md": "# Spring meetings\n\nThe Northwind Capitalists club was founded by Northwind Capital.\n"})
+    found, _ = insights.knowledge_gaps(bank, _merged_cycle(bank, "cycle-00001"))
+    assert any("Northwind Capital" == i.title.removeprefix("Nothing here describes ") for i in found)

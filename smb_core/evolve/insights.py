@@ -153,7 +153,9 @@ mentions AS (
 ),
 per_node AS (
     SELECT m.node, count(DISTINCT s.path) AS documents,
-           bool_or(strpos(lower(json_extract_string(cl.data, '$.subject')), m.name) > 0) AS described,
+           -- named in a claim's subject as words: "Bradford" does not describe Ford
+           bool_or(strpos(' ' || regexp_replace(lower(json_extract_string(cl.data, '$.subject')), '[^\\pL\\pN]+', ' ', 'g')
+                          || ' ', ' ' || regexp_replace(m.name, '[^\\pL\\pN]+', ' ', 'g') || ' ') > 0) AS described,
            list(DISTINCT m.claim ORDER BY m.claim)[1:5] AS claims
     FROM mentions m JOIN objects cl ON cl.id = m.claim AND cl.status = 'active' AND cl.type = 'claim'
     CROSS JOIN unnest(cl.source_ids) AS u(source_id) JOIN sources s ON s.id = u.source_id
