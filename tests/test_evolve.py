@@ -69,6 +69,9 @@ def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> No
     assert not partner_keys(blocking_keys("R&B")) & blocking_keys("Richard Band")
     assert merge.name_similarity("R&B", "Richard Band") < merge.NAME_SIMILAR
     assert merge.name_similarity("R&B", "R.B.") < merge.NAME_SIMILAR
+    assert blocking_keys("R & B") == blocking_keys("R&B")  # spaced, the same acronym
+    assert merge.name_similarity("R & B", "Rhythm and Blues") == merge.ACRONYM_SIMILARITY
+    assert not partner_keys(blocking_keys("R & B")) & blocking_keys("Richard Band")
     assert merge.name_similarity("Rhythm & Blues", "Rhythm and Blues") == 1.0
     assert "algiers" in blocking_keys("Algiers (film)")
 

@@ -57,6 +57,10 @@ _HONORIFIC = re.compile(r"^(dr|mr|mrs|ms|prof|sir|dame|lord|lady|st|saint)\s+")
 QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 
 
+#: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
+_SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
+
+
 def blocking_keys(name: str) -> set[str]:
     """Keys under which surface forms of one name meet: exact, and without qualifier/honorific; an
     expansion gets an `expansion:` key and an acronym an `acronym:` key, and only a pair of the two
@@ -70,7 +74,7 @@ def blocking_keys(name: str) -> set[str]:
     keys.add(_HONORIFIC.sub("", unqualified))
     compact = re.sub(r"[^A-Za-z&]", "", QUALIFIER.sub("", name))
     letters = compact.replace("&", "")
-    if letters.isupper() and 2 <= len(letters) <= 6 and len(name.split()) == 1:
+    if letters.isupper() and 2 <= len(letters) <= 6 and (len(name.split()) == 1 or _SPACED_AMPERSAND.match(name)):
         keys.add("acronym:" + compact.lower())
     else:
         words = [w for w in unqualified.split() if w not in {"of", "for", "the"}]
