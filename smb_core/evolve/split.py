@@ -78,18 +78,29 @@ def sense_groups(vectors: np.ndarray, threshold: float = SEPARATION) -> list[lis
 
 def mention_window(sentence: str, name: str, words: int = WINDOW_WORDS) -> str | None:
     """The mention of `name` in `sentence` with `words` words either side, or None when the name is
-    not found (a word of the sentence may extend a word of the name: "films", "compaction's").
+    not found (a word of the sentence may inflect a word of the name: "films", "compaction's", "companies";
+    "Warner" is not "war").
     Other names in the window become "someone": "son of Alfonso" and "son of Wingfield" are one sense,
     and the names would otherwise group the mentions by family."""
     tokens = sentence.split()
     plain = [t.lower().strip(_PUNCTUATION) for t in tokens]
     wanted = [w.lower() for w in name.split()]
     for i in range(len(plain) - len(wanted) + 1):
-        if all(plain[i + k].startswith(w) for k, w in enumerate(wanted)):
+        if all(_inflects(plain[i + k], w) for k, w in enumerate(wanted)):
             start, end = max(0, i - words), i + len(wanted) + words
             return " ".join(t if i <= n < i + len(wanted) or not _is_name(t) else "someone"
                             for n, t in enumerate(tokens[start:end], start))
     return None
+
+
+_ENDINGS = ("", "s", "es", "'s", "’s", "'", "’")
+
+
+def _inflects(word: str, stem: str) -> bool:
+    """`word` is `stem` or its plural or possessive."""
+    if word.startswith(stem) and word[len(stem):] in _ENDINGS:
+        return True
+    return stem.endswith("y") and word[: len(stem) - 1] == stem[:-1] and word[len(stem) - 1:] in ("ies", "ies'", "ies’")
 
 
 def _is_name(token: str) -> bool:
