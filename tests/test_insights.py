@@ -109,3 +109,19 @@ def test_a_longer_name_that_contains_a_gap_does_not_describe_it(bank: Bank) -> N
     _ingest(bank, {**FUNDED, "club.md": "# Spring meetings\n\nThe Northwind Capitalists club was founded by Northwind Capital.\n"})
     found, _ = insights.knowledge_gaps(bank, _merged_cycle(bank, "cycle-00001"))
     assert any("Northwind Capital" == i.title.removeprefix("Nothing here describes ") for i in found)
+
+
+def test_an_insight_found_again_on_other_evidence_cites_only_that(bank: Bank) -> None:
+    _ingest(bank, FUNDED)
+    cycle = _merged_cycle(bank, "cycle-00001")
+    found, edges = insights.knowledge_gaps(bank, cycle)
+    gap = next(i for i in found if "Northwind Capital" in i.title)
+    dropped = gap.evidence[0]
+    insights.write_insights(bank, found, edges, cycle.run_id)
+    gap.evidence = gap.evidence[1:]  # found again without the first claim
+    again = [e for e in edges if not (e.head == gap.id and e.tail == dropped)]
+    insights.write_insights(bank, found, again, cycle.run_id)
+    with bank.reading() as db:
+        cited = {r[0] for r in db.sql("SELECT tail FROM edges WHERE head = ?", [gap.id])}
+    assert dropped not in cited and set(gap.evidence) <= cited
+    assert bank.check_consistency()["consistent"]

@@ -44,6 +44,17 @@ def find_insights(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
     return insights, edges
 
 
+def write_insights(bank: Bank, insights: list[Insight], edges: list[Edge], run_id: str | None) -> None:
+    """Write the insights with their citations. An insight found again on other evidence is rewritten,
+    and the citations it no longer makes are dropped (its front matter and its edges say the same)."""
+    with bank.reading() as db:
+        stale = db.sql("SELECT head, tail, id FROM edges WHERE edge_type = 'references' "
+                       "AND head IN (SELECT unnest(?::VARCHAR[])) AND id NOT IN (SELECT unnest(?::VARCHAR[]))",
+                       [[i.id for i in insights], [e.id for e in edges]])
+    bank.write(insights, edges, run_id=run_id)
+    bank.remove_edges([tuple(row) for row in stale])
+
+
 def _claims(bank: Bank, claim_ids: list[str]) -> dict[str, MemoryObject]:
     """The claims a pass's insights cite, read in one go."""
     with bank.reading() as db:

@@ -12,7 +12,7 @@ from smb_core.evolve.contradictions import find_contradictions
 from smb_core.evolve.cycle import (
     GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
 )
-from smb_core.evolve.insights import KINDS, find_insights
+from smb_core.evolve.insights import KINDS, find_insights, write_insights
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -23,7 +23,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     insights = []
     if cycle.global_passes:  # bridges between communities change only when the communities do
         insights, edges = find_insights(bank, cycle)
-        bank.write(insights, edges, run_id=cycle.run_id)
+        write_insights(bank, insights, edges, cycle.run_id)
         for kind in KINDS:
             retire_stale(bank, cycle, "insight", insights, kind=kind)
     else:
