@@ -91,7 +91,8 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
             id=stable_id("ins", "bridge", node), kind="bridge_entity", about=[node],
             title=f'{title} alone links "{_topic(first)}" and "{_topic(second)}"',
             description=f'{title} is named with members of two communities, "{_topic(first)}" and '
-                        f'"{_topic(second)}", and nothing else links them: what joins the two topics runs through it.',
+                        f'"{_topic(second)}", and no claim names members of both without it: what joins the '
+                        f'two topics runs through it.',
             derived_from=[first.id, second.id], run_id=cycle.run_id, confidence=0.6, tags=[cycle.tag],
             weight=score,
         )
@@ -104,7 +105,8 @@ def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
 def bridge_pairs(graph: nx.Graph, found: list[Community],
                  named: set[str]) -> list[tuple[float, str, tuple[Community, Community]]]:
     """Named nodes that are the only link between two communities, best first: for each node its
-    strongest such pair, scored by its weaker side (claims that tie it to that community)."""
+    strongest such pair, scored by its weaker side (claims that tie it to that community). The only
+    direct link: no claim without it names members of both; a path through a third community may exist."""
     member_of = {m: c for c in found for m in c.members}
     by_id = {c.id: c for c in found}
     between: dict[frozenset, float] = defaultdict(float)
