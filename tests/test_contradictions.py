@@ -138,10 +138,10 @@ def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_aga
     parsed: list[str] = []
     real_parse = sentences._analyse_many
 
-    def counting_parse(batch):
+    def counting_parse(batch, keep=0):
         batch = list(batch)
         parsed.extend(batch)
-        return real_parse(batch)
+        return real_parse(batch, keep)
 
     monkeypatch.setattr(sentences, "_analyse_many", counting_parse)
     monkeypatch.setattr(sentences, "_CACHE", {})
@@ -163,6 +163,21 @@ def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_aga
     parses.save(bank, {texts[0]: sentences._CACHE[texts[0]].doc})
     with bank.reading() as db:  # parses of the old pipeline can never be read again: dropped
         assert db.sql("SELECT count(*), min(pipeline) FROM parses")[0] == (1, "en_upgraded_model-9.9/spacy-9.9")
+
+
+def test_a_full_parse_cache_evicts_the_oldest_parses_never_those_about_to_be_judged(bank, monkeypatch):
+    from smb_core.evolve.contradictions import sentences
+
+    texts = list(dict.fromkeys(t for _, a, b in CONTRADICTIONS[:4] for t in (a, b)))
+    monkeypatch.setattr(sentences, "_CACHE", {})
+    monkeypatch.setattr(sentences, "_CACHE_LIMIT", 4)
+    sentences._analyse_stored(bank, texts[:4])
+    sentences._analyse_stored(bank, [texts[0], *texts[4:6]])  # texts[0] again, with two new ones
+    assert list(sentences._CACHE) == [texts[3], texts[0], texts[4], texts[5]]  # the oldest went
+    parsed_one_by_one = []
+    monkeypatch.setattr(sentences, "_analyse_many", lambda batch, keep=0: parsed_one_by_one.extend(batch) or {})
+    sentences._analyse_stored(bank, texts[:6])  # more than the limit, all stored: all stay for judging
+    assert set(sentences._CACHE) == set(texts[:6]) and parsed_one_by_one == []
 
 
 def test_judge_ignores_identical_and_empty_statements():

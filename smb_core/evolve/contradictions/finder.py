@@ -285,15 +285,24 @@ def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
     for title in {_HONORIFIC.sub("", title_a), _HONORIFIC.sub("", title_b)}:  # "Dr. Mara Okafor" is "Mara Okafor"
         if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
             continue
-        pattern = re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])(?!\s+[A-Z])")
-        digest = stable_id("t", _fold(title)).split("-")[1]
-        name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
-        ta, tb = _replace_title(pattern, name, ta), _replace_title(pattern, name, tb)
-        words = title.split()
-        if len(words) <= 4 and all(w[:1].isupper() for w in words):  # a person's name: "Okafor" is Mara Okafor
-            surname = re.compile(rf"(?<![\w'’]){re.escape(words[-1])}(?![\w'’])(?!\s+[A-Z])")
-            ta, tb = _replace_title(surname, name, ta), _replace_title(surname, name, tb)
+        name, patterns = _title_patterns(title)
+        for pattern in patterns:
+            ta, tb = _replace_title(pattern, name, ta), _replace_title(pattern, name, tb)
     return ta, tb
+
+
+@lru_cache(maxsize=50_000)
+def _title_patterns(title: str) -> tuple[str, tuple[re.Pattern, ...]]:
+    """The opaque name a title becomes and the patterns it replaces: the title, and for a name of capitalised
+    words its last word alone too ("Okafor" is Mara Okafor). Cached: a document's title is in many pairs, and
+    compiling its patterns for each was a tenth of judging them."""
+    digest = stable_id("t", _fold(title)).split("-")[1]
+    name = "Zq" + "".join("bcdfghjklmnpqrstv"[int(ch, 16)] for ch in digest[:6])
+    patterns = [re.compile(rf"(?<![\w'’]){re.escape(title)}(?![\w'’])(?!\s+[A-Z])")]
+    words = title.split()
+    if len(words) <= 4 and all(w[:1].isupper() for w in words):
+        patterns.append(re.compile(rf"(?<![\w'’]){re.escape(words[-1])}(?![\w'’])(?!\s+[A-Z])"))
+    return name, tuple(patterns)
 
 
 def _replace_title(pattern: re.Pattern, name: str, text: str) -> str:
