@@ -125,3 +125,18 @@ def test_an_insight_found_again_on_other_evidence_cites_only_that(bank: Bank) ->
         cited = {r[0] for r in db.sql("SELECT tail FROM edges WHERE head = ?", [gap.id])}
     assert dropped not in cited and set(gap.evidence) <= cited
     assert bank.check_consistency()["consistent"]
+
+
+def test_only_active_claims_link_things_in_the_community_graph(bank: Bank) -> None:
+    """A plan or an insight citing two things, or a superseded claim, says nothing about them together."""
+    from smb_core.evolve import communities
+    from smb_core.model import Claim, Edge, EdgeType, Entity, Insight, Status, stable_id
+
+    a, b, c = (Entity(id=stable_id("ent", n), title=n, entity_kind="organization") for n in ("Aa", "Bb", "Cc"))
+    live = Claim(id=stable_id("clm", "live"), title="Aa funds Bb.", statement="Aa funds Bb.")
+    old = Claim(id=stable_id("clm", "old"), title="Aa funds Cc.", statement="Aa funds Cc.", status=Status.SUPERSEDED)
+    note = Insight(id=stable_id("ins", "note"), title="Bb and Cc", about=[b.id, c.id])
+    bank.write([a, b, c, live, old, note], [Edge.between(x.id, y.id, EdgeType.REFERENCES)
+                                              for x, y in ((live, a), (live, b), (old, a), (old, c), (note, b), (note, c))])
+    graph = communities.cooccurrence_graph(bank)
+    assert {frozenset(e) for e in graph.edges} == {frozenset((a.id, b.id))}

@@ -20,8 +20,8 @@ SEED = 7
 
 
 def cooccurrence_graph(bank: Bank) -> nx.Graph:
-    """Canonical entities/concepts, weighted by how many claims reference both (through their members);
-    each edge keeps one of those claims, to cite."""
+    """Canonical entities/concepts, weighted by how many active claims reference both (through their
+    members); each edge keeps one of those claims, to cite."""
     with bank.reading() as db:
         rows = db.sql(
             """
@@ -30,8 +30,10 @@ def cooccurrence_graph(bank: Bank) -> nx.Graph:
                 FROM objects o WHERE o.status IN ('active', 'merged')
                   AND o.type IN ('entity', 'concept', 'canonical_entity', 'canonical_concept')
             ),
+            -- what active claims name: not superseded versions, nor a plan or insight citing several things
             refs AS (
                 SELECT DISTINCT e.head AS claim, c.node FROM edges e JOIN canon c ON c.member = e.tail
+                JOIN objects cl ON cl.id = e.head AND cl.type = 'claim' AND cl.status = 'active'
                 WHERE e.edge_type = 'references'
             )
             SELECT a.node, b.node, count(*) AS w, min(a.claim) FROM refs a JOIN refs b ON a.claim = b.claim AND a.node < b.node
