@@ -312,3 +312,12 @@ def test_claims_of_one_document_are_not_compared_with_each_other(bank, settings)
         claim_ids = [c.id for c in db.list_objects(type="claim", limit=100)]
     assert len(claim_ids) == 2
     assert find_contradictions(bank, claim_ids, run_id="cycle-1").contradictions == []
+
+
+def test_pairs_already_judged_in_a_run_are_not_judged_again():
+    from smb_core.evolve.contradictions.finder import _PairSet
+
+    seen = _PairSet()
+    assert seen.add_new({("clm-a", "clm-b"), ("clm-a", "clm-c")}) == {("clm-a", "clm-b"), ("clm-a", "clm-c")}
+    assert seen.add_new({("clm-a", "clm-b"), ("clm-b", "clm-c")}) == {("clm-b", "clm-c")}
+    assert seen.add_new({("clm-b", "clm-c"), ("clm-c", "clm-b")}) == {("clm-c", "clm-b")}  # pairs are ordered
