@@ -321,3 +321,25 @@ def test_pairs_already_judged_in_a_run_are_not_judged_again():
     assert seen.add_new({("clm-a", "clm-b"), ("clm-a", "clm-c")}) == {("clm-a", "clm-b"), ("clm-a", "clm-c")}
     assert seen.add_new({("clm-a", "clm-b"), ("clm-b", "clm-c")}) == {("clm-b", "clm-c")}
     assert seen.add_new({("clm-b", "clm-c"), ("clm-c", "clm-b")}) == {("clm-c", "clm-b")}  # pairs are ordered
+
+
+def test_a_shared_name_pairs_claims_only_when_one_of_them_is_about_it(bank, settings, monkeypatch):
+    from smb_core.evolve.contradictions import finder
+
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "ana.md", "# Ana Ruiz\n\nAna Ruiz joined Lumen Labs in 2019.\n")
+    write_doc(corpus, "ben.md", "# Ben Okoro\n\nBen Okoro left Lumen Labs in 2021.\n")
+    write_doc(corpus, "lumen.md", "# Lumen Labs\n\nLumen Labs was founded in 2017.\n")
+    write_doc(corpus, "history.md", "# A history\n\nLumen Labs was founded in 2014.\n")
+    outcomes = ingest_sources(bank, scan(corpus), corpus)
+    extract_sources(bank, [o.source_id for o in outcomes], get_extractor(settings))
+    judged = []
+    monkeypatch.setattr(finder, "judge", lambda a, b: judged.append({a, b}) or judge(a, b))
+    with bank.reading() as db:
+        claim_ids = [c.id for c in db.list_objects(type="claim", limit=100)]
+    found = find_contradictions(bank, claim_ids, run_id="cycle-1", k=0)  # shared names alone
+    assert [c.tags for c in found.contradictions] == [["date"]]
+    # the founding claims are about Lumen Labs: each is judged against the three others; the people's
+    # two claims, which only mention it, are not judged against each other
+    assert found.pairs_judged == len(judged) == 5
+    assert not any(" joined " in " ".join(pair) and " left " in " ".join(pair) for pair in judged)

@@ -48,7 +48,8 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     """Contradictions between the given (new) claims and active claims of other documents.
 
     Candidates per claim: claims of other documents that reference an entity or concept with the same
-    normalised name (DuckDB `edges` + `names`; names shared by too many claims are skipped), plus the
+    normalised name, where that name is the subject of one of the two claims (DuckDB `edges` + `names`;
+    names shared by too many claims are skipped), plus the
     claim's k nearest active claims in Chroma; a candidate pair is kept only if the two claims reference
     an entity of a common name (a lone first name or surname does not count). Each unordered pair is
     judged once, in canonical order. Existing contradictions (same deterministic id) are kept as they
@@ -121,12 +122,18 @@ def _candidate_pairs(bank, claim_ids: list[str], k: int, seen: _PairSet):
                if isinstance(c, Claim) and c.status.value == "active"}
         if not new:
             return [], {}, {}
-        candidates, _ = _name_candidates(db, list(new))
+        by_name = _name_candidates(db, list(new))
+        candidates: dict[str, set[str]] = {}
         _ann_candidates(bank, new, candidates, k)
-        other_ids = {c for cs in candidates.values() for c in cs} - set(new)
+        other_ids = {c for cs in [*candidates.values(), *by_name.values()] for c in cs} - set(new)
         others = {i: c for i, c in db.get_objects(list(other_ids)).items()
                   if isinstance(c, Claim) and c.status.value == "active"}
         claims = {**others, **new}
+        for cid, named_with in by_name.items():
+            a = claims.get(cid)
+            candidates.setdefault(cid, set()).update(
+                other for other, shared in named_with.items()
+                if a is not None and other in claims and _same_lead(a, claims[other], shared))
         pairs: set[tuple[str, str]] = set()
         for cid, cands in candidates.items():
             a = claims.get(cid)
@@ -234,13 +241,13 @@ def _referenced_entities(db, claim_ids: Iterable[str]) -> dict[str, dict[str, st
     return out
 
 
-def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Claims that reference an entity/concept of the same normalised name (and each claim's names)."""
+def _name_candidates(db, claim_ids: list[str]) -> dict[str, dict[str, set[str]]]:
+    """{claim: {other claim: the normalised names of entities/concepts both reference}}."""
     names_by_claim = _referenced_names(db, claim_ids)
     all_names = sorted({n for ns in names_by_claim.values() for n in ns})
-    out: dict[str, set[str]] = {c: set() for c in claim_ids}
+    out: dict[str, dict[str, set[str]]] = {c: defaultdict(set) for c in claim_ids}
     if not all_names:
-        return out, names_by_claim
+        return out
     fan = db.sql(
         "WITH refs AS (SELECT n.name, replace(n.type, 'canonical_', '') AS type, e.head FROM names n "
         "              JOIN edges e ON e.tail = n.object_id "
@@ -255,8 +262,26 @@ def _name_candidates(db, claim_ids: list[str]) -> tuple[dict[str, set[str]], dic
             claims_by_name[name].add(head)
     for cid, names in names_by_claim.items():
         for name in names:
-            out[cid] |= claims_by_name.get(name, set())
-    return out, names_by_claim
+            for other in claims_by_name.get(name, ()):
+                out[cid][other].add(name)
+    return out
+
+
+def _same_lead(a: Claim, b: Claim, shared: set[str]) -> bool:
+    """Whether two claims that name the same things (`shared`) may state incompatible things about one of
+    them: one is about it (its subject: 'Dr. Ilse Brandauer' is about 'ilse brandauer'), or both do the same
+    to it ("A hosted the Symposium in 2024", "B hosted the Symposium in 2024"). Claims that merely both
+    mention a name ("X joined Lumen Labs", "Y left Lumen Labs") say different things about different
+    subjects; they were half of the pairs judged at 10,000 documents, and the rules found nothing in them."""
+    if a.predicate and a.predicate == b.predicate:
+        return True
+    subjects = (_subject_key(a.subject), _subject_key(b.subject))
+    return any(subject.endswith(f" {name}") for subject in subjects for name in shared)
+
+
+@lru_cache(maxsize=100_000)
+def _subject_key(subject: str) -> str:
+    return f" {normalise_name(subject)}"
 
 
 def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: int) -> None:
