@@ -48,8 +48,8 @@ def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int =
     """Contradictions between the given (new) claims and active claims of other documents.
 
     Candidates per claim: claims of other documents that reference an entity or concept with the same
-    normalised name, where that name is the subject of one of the two claims (DuckDB `edges` + `names`;
-    names shared by too many claims are skipped), plus the
+    normalised name, when that name is the subject of one of the two or both have the same predicate
+    (`_same_lead`; DuckDB `edges` + `names`; names shared by too many claims are skipped), plus the
     claim's k nearest active claims in Chroma; a candidate pair is kept only if the two claims reference
     an entity of a common name (a lone first name or surname does not count). Each unordered pair is
     judged once, in canonical order. Existing contradictions (same deterministic id) are kept as they
