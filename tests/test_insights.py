@@ -93,15 +93,18 @@ def test_a_claim_restated_by_three_independent_documents_is_well_supported(bank:
 
 
 def test_a_statement_restated_again_and_again_is_one_well_supported_insight(bank: Bank) -> None:
-    statement = "The Aurora index was released in 2019.\n"
-    for n, name in enumerate(["first", "second", "third", "fourth"], start=1):
-        _ingest(bank, {f"{name}.md": f"# Notes {name}\n\n{statement}"})  # one new document per cycle
+    """Eight copies, one new document per cycle: each copy supports its nearest older copies, so the copies'
+    backers differ and each copy is backed by three documents or more; they are still one statement."""
+    statement, other = "The Aurora index was released in 2019.", "Lumen Labs moved its office to Porto in 2021."
+    for n in range(1, 9):
+        text = f"{statement} {other}" if n <= 3 else statement
+        _ingest(bank, {f"notes-{n}.md": f"# Notes {n}\n\n{text}\n"})
         cycle = _merged_cycle(bank, f"cycle-{n:05d}")
-        confidence.reinforce(bank, cycle)  # each restatement supports every older copy
+        confidence.reinforce(bank, cycle)
         finish_cycle(bank, cycle)
     found, _ = insights.well_supported(bank, cycle)
-    assert [i.title for i in found] == ["4 documents agree: The Aurora index was released in 2019."]
-    assert len(found[0].evidence) == 4
+    assert sorted(i.title for i in found) == [f"3 documents agree: {other}", f"8 documents agree: {statement}"]
+    assert [len(i.evidence) for i in sorted(found, key=lambda i: -i.weight)] == [8, 3]
 
 
 def test_a_longer_name_that_contains_a_gap_does_not_describe_it(bank: Bank) -> None:
@@ -116,14 +119,16 @@ def test_an_insight_found_again_on_other_evidence_cites_only_that(bank: Bank) ->
     cycle = _merged_cycle(bank, "cycle-00001")
     found, edges = insights.knowledge_gaps(bank, cycle)
     gap = next(i for i in found if "Northwind Capital" in i.title)
-    dropped = gap.evidence[0]
-    insights.write_insights(bank, found, edges, cycle.run_id)
-    gap.evidence = gap.evidence[1:]  # found again without the first claim
-    again = [e for e in edges if not (e.head == gap.id and e.tail == dropped)]
-    insights.write_insights(bank, found, again, cycle.run_id)
+    insights.write_insights(bank, [gap], [e for e in edges if e.head == gap.id], cycle.run_id)
+    dropped, kept = gap.evidence[0], gap.evidence[1:]
+    fresh = gap.model_copy(update={"evidence": [], "derived_from": [], "source_ids": []})  # found again
+    again, again_edges = insights._cited(fresh, kept, insights._claims(bank, kept))
+    insights.write_insights(bank, [again], again_edges, cycle.run_id)
     with bank.reading() as db:
         cited = {r[0] for r in db.sql("SELECT tail FROM edges WHERE head = ?", [gap.id])}
-    assert dropped not in cited and set(gap.evidence) <= cited
+        stored = db.get_object(gap.id)
+    assert cited == set(kept) | set(gap.about)
+    assert dropped not in stored.evidence and dropped not in stored.derived_from
     assert bank.check_consistency()["consistent"]
 
 

@@ -46,13 +46,15 @@ def find_insights(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
 
 def write_insights(bank: Bank, insights: list[Insight], edges: list[Edge], run_id: str | None) -> None:
     """Write the insights with their citations. An insight found again on other evidence is rewritten,
-    and the citations it no longer makes are dropped (its front matter and its edges say the same)."""
-    with bank.reading() as db:
+    and the citations it no longer makes are dropped (its front matter and its edges say the same), in
+    one write session."""
+    vectors = bank.embed_objects(insights)  # outside the lock
+    with bank.writing() as db:
         stale = db.sql("SELECT head, tail, id FROM edges WHERE edge_type = 'references' "
                        "AND head IN (SELECT unnest(?::VARCHAR[])) AND id NOT IN (SELECT unnest(?::VARCHAR[]))",
                        [[i.id for i in insights], [e.id for e in edges]])
-    bank.write(insights, edges, run_id=run_id)
-    bank.remove_edges([tuple(row) for row in stale])
+        bank.write(insights, edges, run_id=run_id, vectors=vectors)
+        bank.remove_edges([tuple(row) for row in stale])
 
 
 def _claims(bank: Bank, claim_ids: list[str]) -> dict[str, MemoryObject]:
@@ -217,12 +219,13 @@ WITH backing AS (
     UNION ALL
     SELECT tail, head FROM edges WHERE edge_type = 'supports'
 )
-SELECT b.claim, count(DISTINCT s.path) AS documents, list(DISTINCT b.backer ORDER BY b.backer) AS claims
+SELECT b.claim, count(DISTINCT s.path) AS documents, list(DISTINCT b.backer ORDER BY b.backer) AS claims,
+       lower(trim(t.text)) AS statement
 FROM backing b JOIN objects cl ON cl.id = b.backer AND cl.status = 'active' AND cl.type = 'claim'
+JOIN objects t ON t.id = b.claim
 CROSS JOIN unnest(cl.source_ids) AS u(source_id) JOIN sources s ON s.id = u.source_id
-GROUP BY b.claim HAVING count(DISTINCT s.path) >= ?
+GROUP BY b.claim, t.text HAVING count(DISTINCT s.path) >= ?
 ORDER BY documents DESC, b.claim
-LIMIT ?
 """
 
 
@@ -231,13 +234,15 @@ def well_supported(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]
     insight per statement: a restatement supports every older one, so the second of four copies is
     backed by three documents too, and it is the same statement as the first."""
     with bank.reading() as db:
-        candidates = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS, 4 * MAX_SUPPORTED])
-    rows, cited_already = [], set()
-    for claim_id, documents, backers in candidates:  # best backed first
-        if cited_already.isdisjoint(backers):
+        candidates = db.sql(_SUPPORTED, [SUPPORTED_MIN_DOCUMENTS])
+    rows, cited_already, stated = [], set(), set()
+    for claim_id, documents, backers, statement in candidates:  # best backed first
+        if cited_already.isdisjoint(backers) and statement not in stated:  # another copy: the same statement
             rows.append((claim_id, documents, backers))
+            if len(rows) == MAX_SUPPORTED:
+                break
         cited_already.update(backers)
-    rows = rows[:MAX_SUPPORTED]
+        stated.add(statement)
     claims = _claims(bank, [c for row in rows for c in (row[0], *row[2])])
     out = []
     for claim_id, documents, cited in rows:
