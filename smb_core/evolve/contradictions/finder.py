@@ -281,7 +281,8 @@ def _same_lead(a: Claim, b: Claim, shared: set[str]) -> bool:
 
 @lru_cache(maxsize=100_000)
 def _subject_key(subject: str) -> str:
-    return f" {normalise_name(subject)}"
+    """A subject as the names table keys it ("AT&T" as "at and t", like `blocking_keys`)."""
+    return f" {normalise_name(subject.replace('&', ' and '))}"
 
 
 def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: int) -> None:
