@@ -293,6 +293,7 @@ def test_a_mention_window_is_the_words_around_the_name() -> None:
     assert split.mention_window("A sentence about something else.", "compaction") is None
     assert split.mention_window("Warner Bros. released it.", "war") is None  # a longer word is another word
     assert split.mention_window("Two companies merged.", "company", words=1) == "Two companies merged."
+    assert split.mention_window("A Paris-based firm.", "paris", words=1) == "A Paris-based firm."
 
 
 def test_one_sense_named_in_two_topics_is_not_split(bank: Bank, settings) -> None:

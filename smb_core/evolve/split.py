@@ -97,8 +97,9 @@ _ENDINGS = ("", "s", "es", "'s", "’s", "'", "’")
 
 
 def _inflects(word: str, stem: str) -> bool:
-    """`word` is `stem` or its plural or possessive."""
-    if word.startswith(stem) and word[len(stem):] in _ENDINGS:
+    """`word` is `stem`, its plural or possessive, or begins a compound with it ("Paris-based", "Lumen/Acme")."""
+    rest = word[len(stem):] if word.startswith(stem) else None
+    if rest is not None and (rest in _ENDINGS or rest[0] in "-–—/"):
         return True
     return stem.endswith("y") and word[: len(stem) - 1] == stem[:-1] and word[len(stem) - 1:] in ("ies", "ies'", "ies’")
 
