@@ -196,7 +196,7 @@ def build_plans(bank: Bank, cycle: Cycle, agenda: Agenda) -> tuple[list[Plan], l
                                    cites=[obj.id, *obj.claim_ids]))
         elif isinstance(obj, Question):
             answer.append(PlanStep(action=f"Ask or read to answer: {obj.question}", cites=[obj.id, *obj.about]))
-    insights.sort(key=lambda o: (-o.weight, o.id))  # the strongest first
+    insights.sort(key=lambda o: (-o.weight, -len(o.source_ids), o.id))  # the strongest (then most widely named) first
     explore = [PlanStep(action=f"{i.description} Read the cited claims side by side.", cites=[i.id, *i.evidence])
                for i in insights if i.kind == "bridge_entity"][:5]
     fill = [PlanStep(action=f"{i.description} Find or write a source that describes it.", cites=[i.id, *i.evidence])
