@@ -57,6 +57,12 @@ _HONORIFIC = re.compile(r"^(dr|mr|mrs|ms|prof|sir|dame|lord|lady|st|saint)\s+")
 QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 
 
+def exact_key(name: str) -> str:
+    """A name's exact key among its `blocking_keys`: normalised, with "&" spelled "and" ("R&B" is
+    "r and b", never the initials "R.B.")."""
+    return normalise_name(name.replace("&", " and "))
+
+
 #: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
 _SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
 
@@ -67,10 +73,8 @@ def blocking_keys(name: str) -> set[str]:
     meets (see `partner_keys`), so "GPU indexing" and "graph index" never do. An acronym with an
     ampersand names two things joined ("R&B", "AT&T"): it meets only an expansion with an "and" in the
     same place ("Rhythm and Blues"), never a person's initials ("Richard Band")."""
-    spelled = name.replace("&", " and ")  # "R&B" is "r and b", never the initials "R.B."
-    base = normalise_name(spelled)
-    keys = {base}
-    unqualified = normalise_name(QUALIFIER.sub("", spelled))
+    keys = {exact_key(name)}
+    unqualified = exact_key(QUALIFIER.sub("", name))
     keys.add(_HONORIFIC.sub("", unqualified))
     compact = re.sub(r"[^A-Za-z&]", "", QUALIFIER.sub("", name))
     letters = compact.replace("&", "")

@@ -22,7 +22,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.contradictions import sentences
 from smb_core.evolve.contradictions.lexicon import _TITLES, _fold
 from smb_core.evolve.contradictions.rules import Verdict, judge
-from smb_core.extract.base import normalise_name
+from smb_core.extract.base import exact_key, normalise_name
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 from smb_core.stores.metadata import id_filter
 
@@ -281,8 +281,8 @@ def _same_lead(a: Claim, b: Claim, shared: set[str]) -> bool:
 
 @lru_cache(maxsize=100_000)
 def _subject_key(subject: str) -> str:
-    """A subject as the names table keys it ("AT&T" as "at and t", like `blocking_keys`)."""
-    return f" {normalise_name(subject.replace('&', ' and '))}"
+    """A subject as the names table keys it ("AT&T" as "at and t")."""
+    return f" {exact_key(subject)}"
 
 
 def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: int) -> None:
