@@ -185,6 +185,26 @@ def test_a_later_cycle_does_not_chain_a_new_full_name_to_a_merged_acronym(bank: 
         assert db.get_object(later.id).status == Status.ACTIVE  # not merged into Richard Band's object
 
 
+def test_two_full_names_reaching_one_merged_acronym_through_different_members_stay_apart(bank: Bank) -> None:
+    first = [_entity("src-c", "RB", "person", "RB composed the score of the horror film Puppet Master in 1989."),
+             _entity("src-d", "RB", "person", "RB composed the score of the horror film Puppet Master and the war "
+                     "film Ice Station Zebra in 1968.")]
+    assert len(_merged_groups(bank, first)) == 1
+    later = [_entity("src-a", "Richard Band", "person", "Richard Band composed the horror film Puppet Master in 1989."),
+             _entity("src-b", "Robert Beatty", "person", "Robert Beatty composed the score of the war film Ice Station "
+                     "Zebra in 1968.")]
+    bank.write(later)
+    result = merge.merge(bank, open_cycle(bank, "cycle-00002", "run-2"), [o.id for o in later])
+    with bank.reading() as db:
+        groups = [sorted(db.get_object(m).title for m in c.members) for c in result.canonical]
+    # Richard Band pairs with the first RB, Robert Beatty with the second: before, both joined the RB
+    # object through their own member and became one person
+    assert groups == [["RB", "RB", "Richard Band"]], groups
+    with bank.reading() as db:
+        assert db.get_object(later[1].id).status == Status.ACTIVE
+    assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == []
+
+
 def test_two_groups_joining_one_canonical_object_in_a_cycle_are_both_listed(bank: Bank) -> None:
     first = [_entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics in Cambridge."),
              _entity("src-a", "Okafor", "person", "Okafor wrote software to find similar telescope images.")]

@@ -412,9 +412,13 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
     pairs = find_pairs(bank, new_ids)
     result = MergeResult()
-    groups = _groups(pairs, *_full_names(bank, pairs)) if pairs else []
+    titles, full_names = _full_names(bank, pairs) if pairs else ({}, {})
+    groups = _groups(pairs, titles, full_names) if pairs else []
     if not groups:
         return result
+    strength: dict[str, float] = defaultdict(float)  # each member's best accepted pair
+    for a, b, score, _ in pairs:
+        strength[a], strength[b] = max(strength[a], score), max(strength[b], score)
     signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
     for a, b, score, sig in pairs:
         signals.setdefault(a, (score, sig))
@@ -432,15 +436,26 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         if row[2] != row[1]:
             edges_of[row[2]].append(row)
     joined: dict[str, tuple[MemoryObject | None, dict]] = {}  # canonical id -> (prior object, members by id)
-    for group in groups:
+    names_joined: dict[str, set[str]] = defaultdict(set)  # canonical id -> the full names its groups bring
+    for group in sorted(groups, key=lambda g: (-max(strength[m] for m in g), min(g))):  # strongest first
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
         # A member of another active canonical object stays there: moving it would leave that object's
         # member list naming it, and would pull mentions out of the senses a split made.
         objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
                 or o.merged_into == (prior.id if prior else None)]
+        names = set().union(*(full_names.get(o.id, ()) for o in objs))
+        if prior and any(_different_full_names(x, y) for x in names_joined[prior.id] for y in names):
+            # Two groups `_groups` kept apart reach one canonical object through different members ("RB"
+            # merged earlier; "Richard Band" pairs with one RB, "Robert Beatty" with another): the
+            # stronger group joins it, the other's members that are not in it yet stay out of it.
+            objs, prior = [o for o in objs if getattr(o, "merged_into", None) != prior.id], None
+            if len(objs) < 2:
+                continue
+        canonical_id = prior.id if prior else _canonical_id(objs[0])
+        names_joined[canonical_id] |= names
         # two groups can join one canonical object (through different members): it is written once
-        joined.setdefault(prior.id if prior else _canonical_id(objs[0]), (prior, {}))[1].update((o.id, o) for o in objs)
+        joined.setdefault(canonical_id, (prior, {}))[1].update((o.id, o) for o in objs)
     plans = [(sorted(objs.values(), key=lambda o: (-o.mentions, o.id)), prior, cid)
              for cid, (prior, objs) in joined.items()]
     canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)}
