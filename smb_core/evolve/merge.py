@@ -416,9 +416,6 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     groups = _groups(pairs, titles, full_names) if pairs else []
     if not groups:
         return result
-    strength: dict[str, float] = defaultdict(float)  # each member's best accepted pair
-    for a, b, score, _ in pairs:
-        strength[a], strength[b] = max(strength[a], score), max(strength[b], score)
     signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
     for a, b, score, sig in pairs:
         signals.setdefault(a, (score, sig))
@@ -435,9 +432,15 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         edges_of[row[1]].append(row)
         if row[2] != row[1]:
             edges_of[row[2]].append(row)
+    # A group's claim on an existing canonical object is its best pair with a member of one; the strongest
+    # claim joins first (only groups reaching the same object compete, see below).
+    claim: dict[str, float] = defaultdict(float)
+    for a, b, score, _ in pairs:
+        if any(getattr(members.get(x), "merged_into", None) in existing for x in (a, b)):
+            claim[a], claim[b] = max(claim[a], score), max(claim[b], score)
     joined: dict[str, tuple[MemoryObject | None, dict]] = {}  # canonical id -> (prior object, members by id)
     names_joined: dict[str, set[str]] = defaultdict(set)  # canonical id -> the full names its groups bring
-    for group in sorted(groups, key=lambda g: (-max(strength[m] for m in g), min(g))):  # strongest first
+    for group in sorted(groups, key=lambda g: (-max(claim[m] for m in g), min(g))):
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
         # A member of another active canonical object stays there: moving it would leave that object's
@@ -445,17 +448,21 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
                 or o.merged_into == (prior.id if prior else None)]
         names = set().union(*(full_names.get(o.id, ()) for o in objs))
+        parts = [(objs, prior)]
         if prior and any(_different_full_names(x, y) for x in names_joined[prior.id] for y in names):
             # Two groups `_groups` kept apart reach one canonical object through different members ("RB"
             # merged earlier; "Richard Band" pairs with one RB, "Robert Beatty" with another): the
-            # stronger group joins it, the other's members that are not in it yet stay out of it.
-            objs, prior = [o for o in objs if getattr(o, "merged_into", None) != prior.id], None
-            if len(objs) < 2:
-                continue
-        canonical_id = prior.id if prior else _canonical_id(objs[0])
-        names_joined[canonical_id] |= names
-        # two groups can join one canonical object (through different members): it is written once
-        joined.setdefault(canonical_id, (prior, {}))[1].update((o.id, o) for o in objs)
+            # group with the stronger claim joins it; the other's members that are not in it yet stay out
+            # of it, joined only by their own pairs, not through the object they no longer join.
+            rest = {o.id: o for o in objs if getattr(o, "merged_into", None) != prior.id}
+            own_pairs = [p for p in pairs if p[0] in rest and p[1] in rest]
+            parts = [(sorted((rest[m] for m in part), key=lambda o: (-o.mentions, o.id)), None)
+                     for part in _groups(own_pairs, titles, full_names)]
+        for part, part_prior in parts:
+            canonical_id = part_prior.id if part_prior else _canonical_id(part[0])
+            names_joined[canonical_id] |= set().union(*(full_names.get(o.id, ()) for o in part))
+            # two groups can join one canonical object (through different members): it is written once
+            joined.setdefault(canonical_id, (part_prior, {}))[1].update((o.id, o) for o in part)
     plans = [(sorted(objs.values(), key=lambda o: (-o.mentions, o.id)), prior, cid)
              for cid, (prior, objs) in joined.items()]
     canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)}
