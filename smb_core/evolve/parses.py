@@ -10,11 +10,10 @@ the text and the spaCy pipeline that parsed it, so an upgraded model never reads
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import zlib
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from smb_core.extract.nlp import load_spacy
 
@@ -63,7 +62,7 @@ def _unpacker():
 
     hook = None
     for decoder in msgpack.msgpack_decoders.get_all().values():
-        hook = functools.partial(decoder, chain=hook)
+        hook = partial(decoder, chain=hook)
     return msgpack._unpacker.unpackb, hook
 
 
