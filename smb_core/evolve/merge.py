@@ -440,6 +440,10 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             claim[a], claim[b] = max(claim[a], score), max(claim[b], score)
     joined: dict[str, tuple[MemoryObject | None, dict]] = {}  # canonical id -> (prior object, members by id)
     names_joined: dict[str, set[str]] = defaultdict(set)  # canonical id -> the full names its groups bring
+
+    def names_of(objs: list[MemoryObject]) -> set[str]:  # the full names a group brings
+        return set().union(*(full_names.get(o.id, ()) for o in objs))
+
     for group in sorted(groups, key=lambda g: (-max(claim[m] for m in g), min(g))):
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
         prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
@@ -447,9 +451,8 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         # member list naming it, and would pull mentions out of the senses a split made.
         objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
                 or o.merged_into == (prior.id if prior else None)]
-        names = set().union(*(full_names.get(o.id, ()) for o in objs))
         parts = [(objs, prior)]
-        if prior and any(_different_full_names(x, y) for x in names_joined[prior.id] for y in names):
+        if prior and any(_different_full_names(x, y) for x in names_joined[prior.id] for y in names_of(objs)):
             # Two groups `_groups` kept apart reach one canonical object through different members ("RB"
             # merged earlier; "Richard Band" pairs with one RB, "Robert Beatty" with another): the
             # group with the stronger claim joins it; the other's members that are not in it yet stay out
@@ -460,7 +463,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
                      for part in _groups(own_pairs, titles, full_names)]
         for part, part_prior in parts:
             canonical_id = part_prior.id if part_prior else _canonical_id(part[0])
-            names_joined[canonical_id] |= set().union(*(full_names.get(o.id, ()) for o in part))
+            names_joined[canonical_id] |= names_of(part)
             # two groups can join one canonical object (through different members): it is written once
             joined.setdefault(canonical_id, (part_prior, {}))[1].update((o.id, o) for o in part)
     plans = [(sorted(objs.values(), key=lambda o: (-o.mentions, o.id)), prior, cid)
