@@ -65,7 +65,7 @@ _CLASSES = _table({
     "coach": "coach manager",
     "editor": "editor",
     "mayor": "mayor",
-    "introduce": "introduce sponsor",
+    "introduce": "introduce",  # not "sponsor": an event or a bill has many sponsors
     "synthesise": "synthesise synthesize synthesis",
     "discover": "discover discovery discoverer",
     "invent": "invent inventor invention",

@@ -236,6 +236,8 @@ def _rule_date(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
             if not (va.lemma_.lower() in _OCCURRENCE_VERBS and vb.lemma_.lower() in _OCCURRENCE_VERBS or
                     va.lemma_.lower() == vb.lemma_.lower()):
                 continue
+            if not _same_occasion(sa, pa, sb, pb):
+                continue
         single = common
         if common <= _NEEDS_MARK_DATE and not (sa.first and sb.first) and not _specific_event(sa, sb, pa, pb):
             continue
@@ -257,6 +259,33 @@ def _rule_date(sa: _Sentence, sb: _Sentence, shared) -> Verdict | None:
         return Verdict("date", f"{attr} date",
                        f"{attr} date: {', '.join(d.text for d in da)} vs {', '.join(d.text for d in db)}")
     return None
+
+
+#: Nouns that make "for the first time" an adverb of the whole clause rather than name an event of their own
+#: ("its first flight" is one event; "visited Japan for the first time" is the first visit to Japan).
+_OCCASION_NOUNS = {"time", "occasion"}
+
+
+def _same_occasion(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred) -> bool:
+    """Whether two "for the first time" clauses are firsts of one event: their verbs take the same objects and
+    places. "Attended the Calder Book Fair for the first time in 2011" and "attended the Ostend Music Week for
+    the first time in 1998" are two firsts (on generated documents such pairs were most of what the date rule
+    found); an object on one side only ("performed in Oslo for the first time") is a narrower first."""
+    if sa.doc[pa.i].lemma_.lower() not in _OCCASION_NOUNS and sb.doc[pb.i].lemma_.lower() not in _OCCASION_NOUNS:
+        return True
+    args_a, args_b = _occasion_args(sa, pa), _occasion_args(sb, pb)
+    if len(args_a) != len(args_b):
+        return False
+    return all(any(_ids_match(_identity(sa, x), _identity(sb, y), sa, sb) for y in args_b) for x in args_a) and \
+        all(any(_ids_match(_identity(sa, x), _identity(sb, y), sa, sb) for x in args_a) for y in args_b)
+
+
+def _occasion_args(sent: _Sentence, p: _Pred) -> list:
+    """The clause verb's objects and prepositional objects, without the occasion noun itself and dates."""
+    verb = _clause_verb(sent.doc[p.i])
+    out = [c for c in verb.children if c.dep_ in ("dobj", "dative")]
+    out += [x for c in verb.children if c.dep_ == "prep" for x in c.children if x.dep_ == "pobj"]
+    return [t for t in out if t.i != p.i and t.i not in sent.date_tokens]
 
 
 def _specific_event(sa, sb, pa, pb) -> bool:
