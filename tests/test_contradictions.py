@@ -86,6 +86,8 @@ COMPATIBLE = [
     ("other_person", "James Adam (born 13 May 1931) is a Scottish former footballer.",
      "James Adam Reuben (born May 1986) is a British financier."),
     ("other_person", "Frederick died in 1190 in Asia Minor.", "In 1572 his older brother Frederick Heinrich died."),
+    ("other_person", "Cyrus Iveric (born February 1970, Upper Jorenell) is a specialist in public health.",
+     "Linnea Tamarman (born September 1992, Upper Jorenell) is a specialist in supply chain software."),
     ("other_person", "John Smith (born 1950) is an English footballer.",
      "John Smith (born 1962) is an American politician."),
     ("other_work", "Lonely Hearts is a 1982 Australian film directed by Paul Cox.",

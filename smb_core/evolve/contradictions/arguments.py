@@ -174,11 +174,20 @@ def _identity(sent: _Sentence, tok, depth: int = 0) -> set:
             else:
                 out.add(("noun", tok.lemma_.lower(), frozenset(owners)))
     for c in tok.children:  # appositions name the same thing: "Edmund Hale, the founder of X"
-        if c.dep_ == "appos":
+        if c.dep_ == "appos" and not _aside(sent, c):
             out |= {k for k in _identity(sent, c, depth + 1) if k[0] == "name"}
-    if tok.dep_ == "appos" and depth == 0:
+    if tok.dep_ == "appos" and depth == 0 and not _aside(sent, tok):
         out |= {k for k in _identity(sent, tok.head, depth + 1) if k[0] == "name"}
     return out
+
+
+def _aside(sent: _Sentence, appos) -> bool:
+    """An apposition inside parentheses after other words, about something outside them: in "Cyrus Iveric
+    (born February 1970, Upper Jorenell)" the parser makes the birthplace an apposition of the person, who is
+    not Upper Jorenell. A name that opens the parentheses ("Lumen Labs (LL)") is another name."""
+    doc, start = sent.doc, appos.left_edge.i
+    opening = next((j for j in range(start - 1, -1, -1) if doc[j].text in ("(", ")")), None)
+    return opening is not None and doc[opening].text == "(" and opening < start - 1 and appos.head.i < opening
 
 
 _ANAPHORIC_DETS = {"the", "this", "that", "these", "those", "its", "his", "her", "their", "our", "such"}
