@@ -546,3 +546,48 @@ def test_a_cycle_without_global_passes_leaves_the_groupings_as_they_were(bank: B
     assert result.counts["global_passes"] == 0 and "communities" not in result.counts
     full = semantic.run(bank, Cycle("cycle-00003", "run-3", [], 3))
     assert full.counts["global_passes"] == 1 and full.counts["taxonomy_nodes"] > 0
+
+
+def test_namesakes_told_apart_by_their_documents_titles_are_never_joined(bank: Bank, settings) -> None:
+    """Wikipedia-style titles qualify namesakes: the footballer and the politician John Whitcombe stay two
+    people, even through a third document that names him plainly and could join either."""
+    docs = {
+        "footballer.md": "# John Whitcombe (footballer)\n\nJohn Whitcombe is an English footballer who plays as "
+        "a goalkeeper for Exeter City.\n",
+        "politician.md": "# John Whitcombe (politician)\n\nJohn Whitcombe is an Australian politician elected to "
+        "the Senate for Tasmania in 2013.\n",
+        "squad.md": "# Exeter City squad\n\nJohn Whitcombe kept goal for Exeter City in the 2019 cup run.\n",
+    }
+    for name, text in docs.items():
+        write_doc(settings.kbmd_dir, name, text)
+    _ingest(bank, settings.kbmd_dir)
+    with bank.reading() as db:
+        paths = {s.id: s.path for s in db.sources_by_ids([r[0] for r in db.sql("SELECT id FROM sources")])}
+        mentions = {paths[e.source_ids[0]]: e.id for e in db.list_objects(type="entity", limit=1000)
+                    if e.title == "John Whitcombe"}
+    assert set(mentions) == set(docs)
+
+    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), list(mentions.values()))
+    groups = [set(c.members) for c in result.canonical]
+    assert not any({mentions["footballer.md"], mentions["politician.md"]} <= g for g in groups)
+    (joined,) = [c for c in result.canonical if mentions["squad.md"] in c.members]  # one namesake took it
+    assert any(a.endswith("(footballer)") or a.endswith("(politician)") for a in joined.aliases)
+
+    # a later cycle: another plain mention meets the merged object and the other namesake
+    write_doc(settings.kbmd_dir, "senate.md", "# Tasmanian senators\n\nJohn Whitcombe spoke in the Senate "
+              "about salmon farming in Tasmania.\n")
+    _ingest(bank, settings.kbmd_dir)
+    cycle = open_cycle(bank, "cycle-00002", "run-2")
+    merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    with bank.reading() as db:
+        people = [c for c in db.list_objects(type="canonical_entity", limit=100) if c.title == "John Whitcombe"]
+    assert not any({mentions["footballer.md"], mentions["politician.md"]} <= set(c.members) for c in people)
+
+
+def test_a_persons_names_must_agree_word_for_word() -> None:
+    assert merge.name_similarity("Mara Quint", "Mara Quist") >= merge.NAME_SIMILAR  # alike as strings
+    assert merge.name_similarity("Mara Quint", "Mara Quist", person=True) < merge.NAME_SIMILAR
+    assert merge.name_similarity("Elias Brandt", "Elias Brandtner", person=True) < merge.NAME_SIMILAR
+    assert merge.name_similarity("J. Winslow", "John Winslow", person=True) >= merge.NAME_SIMILAR
+    assert merge.name_similarity("Harold J. Winslow", "Harold Winslow", person=True) >= merge.NAME_SIMILAR
+    assert merge.name_similarity("Lumen Labs", "Lumen Laboratories") >= merge.NAME_SIMILAR

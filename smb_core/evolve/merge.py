@@ -133,11 +133,13 @@ def _roman_value(numeral: str) -> int:
 
 
 @lru_cache(maxsize=500_000)
-def name_similarity(a: str, b: str, concept: bool = False) -> float:
+def name_similarity(a: str, b: str, concept: bool = False, person: bool = False) -> float:
     """1.0 when two names share a blocking key, ACRONYM_SIMILARITY for an acronym and its expansion,
     else string similarity. Names with different numbers ("September 2012" / "11 September 2015",
     "Apollo 11" / "Apollo 13", "forty years" / "fifty years", "Henry VII" / "Henry VIII") are different
-    things: 0, as are a name joining two things with "and"/"&" and one that does not."""
+    things: 0, as are a name joining two things with "and"/"&" and one that does not. A person's names
+    must agree word for word, initials aside: "Mara Quint" is not "Mara Quist", nor "Elias Brandt"
+    "Elias Brandtner"."""
     if numbers_in(a) != numbers_in(b) or _joins_two(a) != _joins_two(b):
         return 0.0
     shared = partner_keys(blocking_keys(a)) & blocking_keys(b)
@@ -146,9 +148,9 @@ def name_similarity(a: str, b: str, concept: bool = False) -> float:
     if shared:
         return ACRONYM_SIMILARITY
     ratio = difflib.SequenceMatcher(None, normalise_name(a), normalise_name(b)).ratio()
-    if _words_differ(a, b):  # "Berlin International Film Festival" / "Cannes International Film Festival"
+    if _words_differ(a, b, person):  # "Berlin International Film Festival" / "Cannes International Film Festival"
         ratio = min(ratio, DIFFERENT_WORDS_SIMILARITY)
-    return max(ratio, _token_match(a, b, concept))
+    return max(ratio, _token_match(a, b, concept, person))
 
 
 #: The string similarity two multi-word names keep at most when one has a word the other lacks (then
@@ -156,15 +158,17 @@ def name_similarity(a: str, b: str, concept: bool = False) -> float:
 DIFFERENT_WORDS_SIMILARITY = 0.8
 
 
-def _words_differ(a: str, b: str) -> bool:
+def _words_differ(a: str, b: str, person: bool = False) -> bool:
     """Both names have two words or more and one has a word with no close counterpart in the other
     ("International Film Festival" / "Cannes International Film Festival"): however alike the strings
-    are, the words say what is named."""
+    are, the words say what is named. For a person, a close word is the same word or its initial."""
     wa, wb = _words(a), _words(b)
     if len(wa) < 2 or len(wb) < 2:
         return False
 
     def close(x: str, y: str) -> bool:
+        if person:
+            return _same_word(x, y, person)
         return _same_word(x, y) or difflib.SequenceMatcher(None, x, y).ratio() >= 0.8
 
     return not all(any(close(w, v) for v in wb) for w in wa) or not all(any(close(w, v) for v in wa) for w in wb)
@@ -175,13 +179,16 @@ def _words(name: str) -> list[str]:
     return normalise_name(QUALIFIER.sub("", name)).split()
 
 
-def _same_word(x: str, y: str) -> bool:
-    """The same word, or one abbreviating the other ("labs" / "laboratories"); a plural 's' aside."""
+def _same_word(x: str, y: str, person: bool = False) -> bool:
+    """The same word, or one abbreviating the other ("labs" / "laboratories"); a plural 's' aside. In a
+    person's name only an initial abbreviates ("j" / "john"): "brandt" does not abbreviate "brandtner"."""
+    if person:
+        return x == y or (min(len(x), len(y)) == 1 and x[0] == y[0])
     x, y = x.rstrip("s"), y.rstrip("s")
     return x == y or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
 
 
-def _token_match(a: str, b: str, concept: bool = False) -> float:
+def _token_match(a: str, b: str, concept: bool = False, person: bool = False) -> float:
     """Share of the shorter name's words found in the longer one, allowing abbreviations
     ("Labs" ~ "Laboratories") and a surname standing for a full name ("Okafor" ~ "Mara Okafor").
     Concepts must match word for word: "film director" is a broader concept than "french film director"."""
@@ -189,12 +196,15 @@ def _token_match(a: str, b: str, concept: bool = False) -> float:
     if not short or (concept and len(short) != len(long)):
         return 0.0
 
-    matched = sum(any(_same_word(w, v) for v in long) for w in short)
+    def same(x: str, y: str) -> bool:
+        return _same_word(x, y, person)
+
+    matched = sum(any(same(w, v) for v in long) for w in short)
     if matched < len(short):
         return 0.0
     if len(short) == 1 and len(long) > 1:
-        return 0.9 if _same_word(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
-    if len(short) < len(long) and not (_same_word(short[0], long[0]) and _same_word(short[-1], long[-1])):
+        return 0.9 if same(short[0], long[-1]) else 0.0  # a lone surname, never a lone first word
+    if len(short) < len(long) and not (same(short[0], long[0]) and same(short[-1], long[-1])):
         return 0.0  # "Ali Khan" / "Nusrat Fateh Ali Khan", "United States" / "United States Army"
     return 0.95
 
@@ -268,6 +278,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         other_ids = sorted({c for cs in candidates.values() for c in cs} - set(new))
         others = {**new, **db.get_objects(other_ids)}
         context = _neighbour_names(db, sorted(others))
+        doc_titles = {d.id: d.title for d in db.sources_by_ids(sorted({s for o in others.values()
+                                                                        for s in o.source_ids}))}
     other_vectors = bank.vectors.get_embeddings(other_ids)
     all_vectors = {**vectors, **other_vectors}
     scored = []  # (a, b, name similarity, vector similarity, shared neighbours, multiword, conflict)
@@ -279,7 +291,11 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             b = others[cid]
             if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
-            names = name_similarity(a.title, b.title, not isinstance(a, Entity))
+            qualifiers = {_title_qualifier(o.title, [doc_titles.get(s) for s in o.source_ids]) for o in (a, b)}
+            if None not in qualifiers and len(qualifiers) == 2:
+                continue  # each the subject of a document whose title tells it apart from the other
+            person = all(getattr(o, "entity_kind", None) == EntityKind.PERSON for o in (a, b))  # NER is noisy
+            names = name_similarity(a.title, b.title, not isinstance(a, Entity), person)
             if names < name_floor:
                 continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
@@ -310,6 +326,22 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
     pairs += _surnames_in_document(new)
     unique = {(a, b): (a, b, score, sig) for a, b, score, sig in pairs}
     return [unique[key] for key in sorted(unique)]
+
+
+_TITLE_QUALIFIER = re.compile(r"^(?P<name>.*?)\s*\((?P<qualifier>[^)]*)\)\s*$|^(?P<place>[^,]+),\s*(?P<region>.+)$")
+
+
+def _title_qualifier(name: str, doc_titles: list[str | None]) -> str | None:
+    """The qualifier in the title of a document about the object of this name: "footballer" for John
+    Whitcombe in "John Whitcombe (footballer)", "berkshire" for Newbury in "Newbury, Berkshire". Such
+    titles exist to tell namesakes apart, so two objects with different ones are different things, however
+    alike their names and sentences. None when no document is titled by the name with a qualifier."""
+    key = normalise_name(QUALIFIER.sub("", name))
+    for title in doc_titles:
+        split = _split_qualifier(title or "")
+        if split and split[0] == key:
+            return split[1]
+    return None
 
 
 def _surnames_in_document(new: dict[str, MemoryObject]) -> list[tuple[str, str, float, dict]]:
@@ -386,23 +418,42 @@ def _groups(pairs: list[tuple[str, str, float, dict]], titles: dict[str, str],
 
 
 def _different_full_names(a: str, b: str) -> bool:
-    return a != b and name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
+    """Two names of different things: unalike, or one name with different qualifiers ("John Whitcombe
+    (footballer)" / "John Whitcombe (politician)")."""
+    if a == b:
+        return False
+    qa, qb = _split_qualifier(a), _split_qualifier(b)
+    if qa and qb and qa[0] == qb[0]:
+        return qa[1] != qb[1]
+    if bool(qa) != bool(qb) and (qa or qb)[0] == normalise_name(b if qa else a):
+        return False  # "Newbury" beside "Newbury, Berkshire": a bare mention may be either namesake
+    return name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
+
+
+def _split_qualifier(name: str) -> tuple[str, str] | None:
+    """(name, qualifier) of "John Whitcombe (footballer)" or "Newbury, Berkshire", normalised."""
+    m = _TITLE_QUALIFIER.match(name)
+    return (normalise_name(m["name"] or m["place"]), normalise_name(m["qualifier"] or m["region"])) if m else None
 
 
 def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[dict[str, str], dict[str, set[str]]]:
-    """(the paired entities' own multi-word names, the multi-word names each stands for: its own and,
-    when it is already merged, those of its canonical object, so that a later cycle cannot chain a new
-    full name to them either)."""
+    """(the paired entities' own multi-word names, the names each stands for: its own multi-word names,
+    the title of a document about it that tells it from its namesakes ("John Whitcombe (footballer)"),
+    and, when it is already merged, those of its canonical object, so that a later cycle cannot chain a
+    new full name or namesake to them either)."""
     ids = sorted({x for a, b, *_ in pairs for x in (a, b)})
     with bank.reading() as db:
         where, params = id_filter("o.id", ids)
-        rows = db.sql(f"SELECT o.id, o.title, c.title, c.data->'$.aliases' FROM objects o "
+        rows = db.sql(f"SELECT o.id, o.title, c.title, c.data->'$.aliases', s.title FROM objects o "
                       "LEFT JOIN objects c ON c.id = json_extract_string(o.data, '$.merged_into') AND c.status = 'active' "
+                      "LEFT JOIN sources s ON s.id = o.source_ids[1] "
                       f"WHERE {where} AND o.type = 'entity'", params)
     own, out = {}, {}
-    for object_id, title, canonical, aliases in rows:
+    for object_id, title, canonical, aliases, doc_title in rows:
         names = {title, *([canonical] if canonical else []), *json.loads(aliases or "[]")}
-        out[object_id] = {n for n in names if len(_words(n)) >= 2}
+        out[object_id] = {n for n in names if len(_words(n)) >= 2 or QUALIFIER.search(n)}
+        if _title_qualifier(title, [doc_title]):
+            out[object_id].add(doc_title)
         if len(_words(title)) >= 2:
             own[object_id] = title
     return own, out
@@ -475,7 +526,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
         if not joining and not any(o.id in redirected_of for o in objs):
             continue  # links between members it already has: nothing to rewrite
-        canonical = _canonical(objs, prior, cycle)
+        canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if _TITLE_QUALIFIER.match(n)))
         canonical_objects.append(canonical)
         for member in joining:
             member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
@@ -516,12 +567,14 @@ def _redirect(canonical_of: dict[str, str], edges_of: dict[str, list[tuple]]):
     return new_edges, removed, dict(by_member)
 
 
-def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycle) -> MemoryObject:
-    """The canonical object of a group: the most mentioned name, everything else as aliases."""
+def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycle,
+               qualified: list[str] = ()) -> MemoryObject:
+    """The canonical object of a group: the most mentioned name, everything else as aliases, with the
+    titles that tell it from its namesakes (`qualified`), which later cycles check new members against."""
     lead = objs[0]
     members = sorted({*(prior.members if prior else []), *(o.id for o in objs)})
     aliases = sorted({n for o in objs for n in [o.title, *getattr(o, "aliases", [])]} - {lead.title}
-                     | set(prior.aliases if prior else []))
+                     | set(prior.aliases if prior else []) | set(qualified))
     fields = dict(
         title=prior.title if prior else lead.title,
         description=lead.description,
