@@ -74,6 +74,11 @@ def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> No
     assert not partner_keys(blocking_keys("R & B")) & blocking_keys("Richard Band")
     assert merge.name_similarity("Rhythm & Blues", "Rhythm and Blues") == 1.0
     assert "algiers" in blocking_keys("Algiers (film)")
+    # a legal form and an abbreviated "Mount" name nothing new
+    assert blocking_keys("Tallis Instruments Ltd.") & blocking_keys("Tallis Instruments")
+    assert blocking_keys("Orvane AG") & blocking_keys("Orvane")
+    assert blocking_keys("Mt. Arveld") & blocking_keys("Mount Arveld")
+    assert not blocking_keys("The Limited") & blocking_keys("Limited Brands")
 
 
 def test_names_stating_different_numbers_in_words_or_roman_numerals_are_different_things() -> None:

@@ -53,6 +53,11 @@ def normalise_name(name: str) -> str:
 
 
 _HONORIFIC = re.compile(r"^(dr|mr|mrs|ms|prof|sir|dame|lord|lady|st|saint)\s+")
+#: A company's legal form at the end of its (normalised) name: a suffix that names nothing new.
+_LEGAL_FORM = re.compile(r"(?<=\w)\s+(?:inc|incorporated|ltd|limited|llc|plc|gmbh|ag|s a|sa|n v|nv|b v|bv|"
+                         r"pty ltd|s p a|spa|oy|ab)$")
+#: Abbreviated first words of place names, as their full word.
+_ABBREVIATED_PREFIX = {"mt": "mount", "ft": "fort"}
 #: A trailing parenthesised qualifier, as in "Mercury (planet)" or "Algiers (film)".
 QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 
@@ -76,6 +81,10 @@ def blocking_keys(name: str) -> set[str]:
     keys = {exact_key(name)}
     unqualified = exact_key(QUALIFIER.sub("", name))
     keys.add(_HONORIFIC.sub("", unqualified))
+    keys.add(_LEGAL_FORM.sub("", unqualified))  # "Tallis Instruments Ltd." is Tallis Instruments
+    first, _, rest = unqualified.partition(" ")
+    if first in _ABBREVIATED_PREFIX and rest:
+        keys.add(f"{_ABBREVIATED_PREFIX[first]} {rest}")  # "Mt. Arveld" is Mount Arveld
     compact = re.sub(r"[^A-Za-z&]", "", QUALIFIER.sub("", name))
     letters = compact.replace("&", "")
     if letters.isupper() and 2 <= len(letters) <= 6 and (len(name.split()) == 1 or _SPACED_AMPERSAND.match(name)):
