@@ -83,6 +83,12 @@ def test_a_quoted_name_cut_open_by_ner_keeps_the_name():
     assert "Lumen Office Hours" in titles, titles
 
 
+def test_a_title_with_a_qualifier_keeps_its_closing_bracket():
+    text = "# The Long Winter (1954 film)\n\nThe Long Winter is a 1954 Western film directed by Carl Dunmore.\n"
+    titles = {e.title for e in NLPExtractor().extract(_doc(text, "The Long Winter (1954 film)", "src-w"), text).entities}
+    assert "The Long Winter (1954 film)" in titles, titles
+
+
 def test_fenced_code_is_not_extracted(extraction):
     titles = {e.title for e in extraction.entities}
     assert "Satya Nadella" not in titles and "Seattle" not in titles

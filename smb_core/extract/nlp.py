@@ -165,7 +165,11 @@ class _DocumentExtraction:
 
     def _entity(self, name: str, kind: EntityKind, start: int | None, end: int | None,
                 context: str = "") -> Entity | None:
-        name = " ".join(name.split()).strip(" .,;:'\"()")
+        name = " ".join(name.split()).strip(" .,;:'\"")
+        if name.startswith("(") and name.endswith(")"):
+            name = name[1:-1]
+        if name.count("(") != name.count(")"):  # a bracket NER cut off, not a title's "(1954 film)"
+            name = name.strip(" .,;:'\"()")
         if name.count('"') == 1:  # NER cut a quoted name open: 'the "Lumen Office Hours' is Lumen Office Hours
             before, _, after = name.partition('"')
             name = after.strip() if after.strip()[:1].isupper() else f"{before}{after}".strip()
