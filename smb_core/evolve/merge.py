@@ -23,7 +23,7 @@ from smb_core.bank import Bank
 from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.evolve.contexts import context_vectors
-from smb_core.extract.base import QUALIFIER, blocking_keys, normalise_name, partner_keys
+from smb_core.extract.base import QUALIFIER, blocking_keys, exact_key, normalise_name, partner_keys
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
@@ -280,6 +280,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         context = _neighbour_names(db, sorted(others))
         doc_titles = {d.id: d.title for d in db.sources_by_ids(sorted({s for o in others.values()
                                                                         for s in o.source_ids}))}
+    qualifier = {oid: _title_qualifier(o.title, [doc_titles.get(s) for s in o.source_ids]) for oid, o in others.items()}
     other_vectors = bank.vectors.get_embeddings(other_ids)
     all_vectors = {**vectors, **other_vectors}
     scored = []  # (a, b, name similarity, vector similarity, shared neighbours, multiword, conflict)
@@ -291,8 +292,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
             b = others[cid]
             if a.type != b.type or a.source_ids == b.source_ids:
                 continue  # same document: the extractor already unified same-named objects
-            qualifiers = {_title_qualifier(o.title, [doc_titles.get(s) for s in o.source_ids]) for o in (a, b)}
-            if None not in qualifiers and len(qualifiers) == 2:
+            if qualifier[oid] and qualifier[cid] and qualifier[oid] != qualifier[cid]:
                 continue  # each the subject of a document whose title tells it apart from the other
             person = all(getattr(o, "entity_kind", None) == EntityKind.PERSON for o in (a, b))  # NER is noisy
             names = name_similarity(a.title, b.title, not isinstance(a, Entity), person)
@@ -431,9 +431,12 @@ def _different_full_names(a: str, b: str) -> bool:
 
 
 def _split_qualifier(name: str) -> tuple[str, str] | None:
-    """(name, qualifier) of "John Whitcombe (footballer)" or "Newbury, Berkshire", normalised."""
+    """(name, qualifier) of "John Whitcombe (footballer)" or "Newbury, Berkshire", normalised; the
+    qualifier without spaces, so that "Washington, D.C." and "Washington, DC" have the same."""
     m = _TITLE_QUALIFIER.match(name)
-    return (normalise_name(m["name"] or m["place"]), normalise_name(m["qualifier"] or m["region"])) if m else None
+    if not m:
+        return None
+    return normalise_name(m["name"] or m["place"]), exact_key(m["qualifier"] or m["region"]).replace(" ", "")
 
 
 def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[dict[str, str], dict[str, set[str]]]:
