@@ -39,6 +39,8 @@ CONTRADICTIONS = [
      "The regional board accredited Lindale College in 1975."),
     ("date", "Delegates from Brill attended the Calder Book Fair for the first time in 2011.",
      "Delegates from Brill attended the Calder Book Fair for the first time in 1998."),
+    # an acronym that opens the parentheses is another name of what comes before them
+    ("date", "Halvard Marine Systems (HMS) was founded in 1911 in Bergen.", "HMS was founded in 1924."),
     ("exclusive_predicate", "The jazz drummer Ray Colby is still alive.", "Ray Colby died in 2015 in New Orleans."),
     ("exclusive_predicate", "The game 'Starfall Saga' was cancelled in 2018.",
      "'Starfall Saga' was released in 2019 for consoles."),
