@@ -89,6 +89,13 @@ def test_a_title_with_a_qualifier_keeps_its_closing_bracket():
     assert "The Long Winter (1954 film)" in titles, titles
 
 
+def test_a_hyphenated_word_in_a_concept_stays_one_word():
+    text = ("# Notes\n\nThe team uses retrieval-augmented generation for answers. It runs on open-source software. "
+            "E-mail marketing still works.\n")
+    concepts = {c.title for c in NLPExtractor().extract(_doc(text, "Notes", "src-notes"), text).concepts}
+    assert {"retrieval-augmented generation", "open-source software", "e-mail marketing"} <= concepts, concepts
+
+
 def test_fenced_code_is_not_extracted(extraction):
     titles = {e.title for e in extraction.entities}
     assert "Satya Nadella" not in titles and "Seattle" not in titles

@@ -285,17 +285,32 @@ class _DocumentExtraction:
 
 
 def _concept_chunks(sdoc) -> list[tuple[str, str, int, int, str]]:
-    """(lemmatised key, surface, start, end, sentence) of noun phrases headed by a common noun."""
+    """(lemmatised key, surface, start, end, sentence) of noun phrases headed by a common noun. A word
+    written with hyphens is one word ("open-source", "retrieval-augmented"), kept whole when any of its
+    parts is a content word, so that it neither reads "open - source" nor loses "augmented"."""
     out = []
     for chunk in sdoc.noun_chunks:
-        tokens = [t for t in chunk if t.pos_ in ("NOUN", "ADJ", "PROPN") and not t.is_stop]
-        if not tokens or chunk.root.pos_ != "NOUN" or len(tokens) > 4:
+        words = [w for w in _glued(chunk) if any(t.pos_ in ("NOUN", "ADJ", "PROPN") and not t.is_stop for t in w)]
+        if not words or chunk.root.pos_ != "NOUN" or len(words) > 4:
             continue
-        key = normalise_name(" ".join([*(t.lower_ for t in tokens[:-1]), tokens[-1].lemma_.lower()]))
+        last = words[-1]
+        key = normalise_name(" ".join([*("".join(t.lower_ for t in w) for w in words[:-1]),
+                                       "".join(t.lower_ for t in last[:-1]) + last[-1].lemma_.lower()]))
         if len(key) >= 3 and not key.isdigit():
-            out.append((key, " ".join(t.text for t in tokens), tokens[0].idx, tokens[-1].idx + len(tokens[-1]),
-                        chunk.sent.text))
+            out.append((key, " ".join("".join(t.text for t in w) for w in words), words[0][0].idx,
+                        last[-1].idx + len(last[-1]), chunk.sent.text))
     return out
+
+
+def _glued(chunk) -> list[list]:
+    """The chunk's tokens grouped into written words: tokens with no space between them ("e", "-", "mail")."""
+    words, current = [], []
+    for t in chunk:
+        current.append(t)
+        if t.whitespace_ or t.i == chunk.end - 1:
+            words.append(current)
+            current = []
+    return words
 
 
 def _words(tokens) -> str:
