@@ -596,3 +596,11 @@ def test_a_persons_names_must_agree_word_for_word() -> None:
     assert merge.name_similarity("J. Winslow", "John Winslow", person=True) >= merge.NAME_SIMILAR
     assert merge.name_similarity("Harold J. Winslow", "Harold Winslow", person=True) >= merge.NAME_SIMILAR
     assert merge.name_similarity("Lumen Labs", "Lumen Laboratories") >= merge.NAME_SIMILAR
+
+
+def test_plurals_and_spacing_do_not_make_two_names() -> None:
+    assert merge.name_similarity("solid-state battery", "solid-state batteries", concept=True) >= merge.NAME_SIMILAR
+    assert merge.name_similarity("vector index", "vector indexes", concept=True) >= merge.NAME_SIMILAR
+    assert merge.name_similarity("e-mail marketing", "email marketing", concept=True) == 1.0
+    assert merge.name_similarity("DataHarbor", "Data Harbor") == 1.0
+    assert merge.name_similarity("R&B", "R.B.") < merge.NAME_SIMILAR  # still two things joined, not initials

@@ -143,7 +143,7 @@ def name_similarity(a: str, b: str, concept: bool = False, person: bool = False)
     if numbers_in(a) != numbers_in(b) or _joins_two(a) != _joins_two(b):
         return 0.0
     shared = partner_keys(blocking_keys(a)) & blocking_keys(b)
-    if any(":" not in key for key in shared):
+    if any(":" not in key for key in shared) or _compact(a) == _compact(b):
         return 1.0
     if shared:
         return ACRONYM_SIMILARITY
@@ -151,6 +151,12 @@ def name_similarity(a: str, b: str, concept: bool = False, person: bool = False)
     if _words_differ(a, b, person):  # "Berlin International Film Festival" / "Cannes International Film Festival"
         ratio = min(ratio, DIFFERENT_WORDS_SIMILARITY)
     return max(ratio, _token_match(a, b, concept, person))
+
+
+@lru_cache(maxsize=500_000)
+def _compact(name: str) -> str:
+    """A name without its qualifier and spaces: "Data Harbor" is "DataHarbor", "e-mail" "email"."""
+    return exact_key(QUALIFIER.sub("", name)).replace(" ", "")
 
 
 #: The string similarity two multi-word names keep at most when one has a word the other lacks (then
@@ -184,8 +190,17 @@ def _same_word(x: str, y: str, person: bool = False) -> bool:
     person's name only an initial abbreviates ("j" / "john"): "brandt" does not abbreviate "brandtner"."""
     if person:
         return x == y or (min(len(x), len(y)) == 1 and x[0] == y[0])
-    x, y = x.rstrip("s"), y.rstrip("s")
+    x, y = _singular(x), _singular(y)
     return x == y or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
+
+
+def _singular(word: str) -> str:
+    """An English plural's stem: batteries -> battery, boxes -> box, indexes -> index, labs -> lab."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    return word.rstrip("s")
 
 
 def _token_match(a: str, b: str, concept: bool = False, person: bool = False) -> float:
