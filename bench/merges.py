@@ -26,7 +26,7 @@ from smb_core.bank import Bank  # noqa: E402
 from smb_core.corpus import scan  # noqa: E402
 from smb_core.evolve import merge  # noqa: E402
 from smb_core.evolve.cycle import new_object_ids, open_cycle  # noqa: E402
-from smb_core.extract.base import normalise_name  # noqa: E402
+from smb_core.extract.base import QUALIFIER, normalise_name  # noqa: E402
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources  # noqa: E402
 from smb_core.settings import Settings  # noqa: E402
 
@@ -53,8 +53,9 @@ def merged_pairs(bank: Bank, pairs: list[dict]) -> dict[str, bool | None]:
                       "WHERE type IN ('entity', 'concept')")
     canonical: dict[tuple[str, str], set[str]] = defaultdict(set)  # (document, normalised name) -> canonical ids
     for object_id, title, source_ids, merged_into in rows:
-        for source in source_ids:
-            canonical[(Path(paths[source]).stem, normalise_name(title))].add(merged_into or object_id)
+        for source in source_ids:  # "The Long Winter (1954 film)", the title's entity, is The Long Winter
+            for name in {normalise_name(title), normalise_name(QUALIFIER.sub("", title))}:
+                canonical[(Path(paths[source]).stem, name)].add(merged_into or object_id)
     out: dict[str, bool | None] = {}
     for pair in pairs:
         a = canonical.get((f"{pair['id']}-a", normalise_name(pair["a"]["name"])))
