@@ -96,6 +96,12 @@ def test_a_hyphenated_word_in_a_concept_stays_one_word():
     assert {"retrieval-augmented generation", "open-source software", "e-mail marketing"} <= concepts, concepts
 
 
+def test_a_possessive_ending_is_not_part_of_a_concept():
+    text = "# Notes\n\nThe company's new product sold well.\n"
+    concepts = {c.title for c in NLPExtractor().extract(_doc(text, "Notes", "src-notes"), text).concepts}
+    assert "company new product" in concepts, concepts
+
+
 def test_fenced_code_is_not_extracted(extraction):
     titles = {e.title for e in extraction.entities}
     assert "Satya Nadella" not in titles and "Seattle" not in titles

@@ -303,11 +303,13 @@ def _concept_chunks(sdoc) -> list[tuple[str, str, int, int, str]]:
 
 
 def _glued(chunk) -> list[list]:
-    """The chunk's tokens grouped into written words: tokens with no space between them ("e", "-", "mail")."""
+    """The chunk's tokens grouped into written words: tokens with no space between them ("e", "-", "mail");
+    a possessive ending is left out, as before ("the company's product" is about a company product)."""
     words, current = [], []
     for t in chunk:
-        current.append(t)
-        if t.whitespace_ or t.i == chunk.end - 1:
+        if t.tag_ != "POS":
+            current.append(t)
+        if (t.whitespace_ or t.i == chunk.end - 1) and current:
             words.append(current)
             current = []
     return words
