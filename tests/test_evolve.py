@@ -577,6 +577,11 @@ def test_namesakes_told_apart_by_their_documents_titles_are_never_joined(bank: B
     assert not any({mentions["footballer.md"], mentions["politician.md"]} <= g for g in groups)
     (joined,) = [c for c in result.canonical if mentions["squad.md"] in c.members]  # one namesake took it
     assert any(a.endswith("(footballer)") or a.endswith("(politician)") for a in joined.aliases)
+    # the lead's own qualified title is its name, not an alias of it
+    lead = _entity("src-x", "Algiers (film)", "work", "Algiers is a 1938 film.")
+    other = _entity("src-y", "Algiers", "work", "The film Algiers was remade in 1942.")
+    canonical = merge._canonical([lead, other], None, open_cycle(bank, "cycle-00003", "run-3"), ["Algiers (film)"])
+    assert canonical.title == "Algiers (film)" and canonical.aliases == ["Algiers"]
 
     # a later cycle: another plain mention meets the merged object and the other namesake
     write_doc(settings.kbmd_dir, "senate.md", "# Tasmanian senators\n\nJohn Whitcombe spoke in the Senate "

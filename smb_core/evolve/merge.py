@@ -590,11 +590,12 @@ def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycl
     """The canonical object of a group: the most mentioned name, everything else as aliases, with the
     titles that tell it from its namesakes (`qualified`), which later cycles check new members against."""
     lead = objs[0]
+    title = prior.title if prior else lead.title
     members = sorted({*(prior.members if prior else []), *(o.id for o in objs)})
     aliases = sorted({n for o in objs for n in [o.title, *getattr(o, "aliases", [])]} - {lead.title}
-                     | set(prior.aliases if prior else []) | set(qualified))
+                     | set(prior.aliases if prior else []) | (set(qualified) - {title}))
     fields = dict(
-        title=prior.title if prior else lead.title,
+        title=title,
         description=lead.description,
         aliases=aliases[:50],
         mentions=sum(o.mentions for o in objs) + (prior.mentions if prior else 0),
