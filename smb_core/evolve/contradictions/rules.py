@@ -273,11 +273,12 @@ def _same_occasion(sa: _Sentence, pa: _Pred, sb: _Sentence, pb: _Pred) -> bool:
     found); an object on one side only ("performed in Oslo for the first time") is a narrower first."""
     if sa.doc[pa.i].lemma_.lower() not in _OCCASION_NOUNS and sb.doc[pb.i].lemma_.lower() not in _OCCASION_NOUNS:
         return True
-    args_a, args_b = _occasion_args(sa, pa), _occasion_args(sb, pb)
-    if len(args_a) != len(args_b):
+    ids_a = [_identity(sa, t) for t in _occasion_args(sa, pa)]
+    ids_b = [_identity(sb, t) for t in _occasion_args(sb, pb)]
+    if len(ids_a) != len(ids_b):
         return False
-    return all(any(_ids_match(_identity(sa, x), _identity(sb, y), sa, sb) for y in args_b) for x in args_a) and \
-        all(any(_ids_match(_identity(sa, x), _identity(sb, y), sa, sb) for x in args_a) for y in args_b)
+    return all(any(_ids_match(x, y, sa, sb) for y in ids_b) for x in ids_a) and \
+        all(any(_ids_match(x, y, sa, sb) for x in ids_a) for y in ids_b)
 
 
 def _occasion_args(sent: _Sentence, p: _Pred) -> list:
