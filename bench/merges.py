@@ -48,7 +48,7 @@ def write_documents(pairs: list[dict], corpus: Path) -> None:
 def merged_pairs(bank: Bank, pairs: list[dict]) -> dict[str, bool | None]:
     """{pair id: whether its two names share a canonical object; None if a name was not extracted}."""
     with bank.reading() as db:
-        paths = {s.id: s.path for s in db.sources_by_ids([r[0] for r in db.sql("SELECT id FROM sources")])}
+        paths = dict(db.sql("SELECT id, path FROM sources"))
         rows = db.sql("SELECT id, title, source_ids, data->>'merged_into' FROM objects "
                       "WHERE type IN ('entity', 'concept')")
     canonical: dict[tuple[str, str], set[str]] = defaultdict(set)  # (document, normalised name) -> canonical ids

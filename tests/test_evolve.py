@@ -567,7 +567,7 @@ def test_namesakes_told_apart_by_their_documents_titles_are_never_joined(bank: B
         write_doc(settings.kbmd_dir, name, text)
     _ingest(bank, settings.kbmd_dir)
     with bank.reading() as db:
-        paths = {s.id: s.path for s in db.sources_by_ids([r[0] for r in db.sql("SELECT id FROM sources")])}
+        paths = dict(db.sql("SELECT id, path FROM sources"))
         mentions = {paths[e.source_ids[0]]: e.id for e in db.list_objects(type="entity", limit=1000)
                     if e.title == "John Whitcombe"}
     assert set(mentions) == set(docs)
