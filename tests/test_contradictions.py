@@ -195,6 +195,20 @@ def test_a_full_parse_cache_evicts_the_oldest_parses_never_those_about_to_be_jud
     assert set(sentences._CACHE) == set(texts[:6]) and parsed_one_by_one == []
 
 
+def test_a_pair_no_rule_can_compare_is_settled_without_analysing_its_names_or_dates(monkeypatch):
+    from smb_core.evolve.contradictions import sentences
+
+    monkeypatch.setattr(sentences, "_CACHE", {})
+    a, b = "Mara Okafor joined Lumen Labs in 2017.", "Mara Okafor left Lumen Labs in 2020."
+    assert judge(a, b) is None
+    assert all("names" not in sentences._CACHE[t].__dict__ for t in (a, b))
+    # the number and exclusive-state rules need no shared predicate: a number or a state on each side will do
+    for c, d in [("Lake Vell covers 42 square kilometres.", "Lake Vell has an area of 57 square kilometres."),
+                 ("The jazz drummer Ray Colby is still alive.", "Ray Colby died in 2015 in New Orleans.")]:
+        assert not sentences._analyse(c).relation_keys & sentences._analyse(d).relation_keys
+        assert judge(c, d) is not None
+
+
 def test_judge_ignores_identical_and_empty_statements():
     assert judge("Lumen Labs was founded in 2017.", "Lumen Labs was founded in 2017.") is None
     assert judge("", "Lumen Labs was founded in 2017.") is None

@@ -16,6 +16,8 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +27,14 @@ from smb_core.evolve.contradictions.lexicon import (
     _GENERIC_PERSON, _LIGHT_VERBS, _MONTHS, _MULTIPLIERS, _OCCUPATIONS, _ORDINALS, _PHRASES, _PRIVATIVE_HEADS,
     _SEASONS, _STATES, _TITLES, _UNIQUE_MARKS, _UNITS, _VERSION_NOUNS, _WORD_NUMBERS, _fold, _stem,
 )
+
+
+class _DateSpan(NamedTuple):
+    lo: int  # days (proleptic ordinals)
+    hi: int
+    start: int  # character span in the sentence
+    end: int
+    text: str
 
 
 @dataclass
@@ -74,31 +84,105 @@ class _Pred:
 
 
 class _Sentence:
-    """Everything the rules need about one sentence; built once per distinct text."""
+    """Everything the rules need about one sentence; built once per distinct text, each part on first use.
+
+    Most candidate pairs share no relation the rules could compare (`rules._comparable` reads only the
+    predicates, states and numbers), so the costlier parts, names, dates and quantities, are worked out
+    only for sentences in pairs that pass that test."""
 
     def __init__(self, doc) -> None:
         self.doc = doc
         self.text = doc.text
-        self.lower = _fold(doc.text)
-        self.names = _names(doc)
-        self.name_at = {}
-        for n in self.names:
-            for i in range(n.start, n.end):
-                self.name_at[i] = n
-        self.dates = _dates(doc)
-        self.date_tokens = {t.i for d in self.dates for t in doc.char_span(d.start, d.end, alignment_mode="expand")}
-        self.versions = _versions(doc, self)
-        self.quantities = _quantities(doc, self)
-        self.preds = _preds(doc)
-        self.time_points = [(d.lo, d.hi) for d in self.dates]
-        words = {t.lower_ for t in doc}
-        self.marks = words & _UNIQUE_MARKS
-        self.first = bool(words & _FIRST_MARKS)
-        self.temporal = _temporal_markers(doc)
-        self.tense = _tense(doc)
-        # generic statements about a kind: "Copper conducts ...", "Water freezes ..."
-        self.kind_subjects = {t.lemma_.lower() for t in doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"
-                              and not any(c.dep_ in ("det", "poss") for c in t.children)}
+
+    @cached_property
+    def lower(self) -> str:
+        return _fold(self.text)
+
+    @cached_property
+    def names(self) -> list[_Name]:
+        return _names(self.doc)
+
+    @cached_property
+    def name_at(self) -> dict[int, _Name]:
+        return {i: n for n in self.names for i in range(n.start, n.end)}
+
+    @cached_property
+    def date_spans(self) -> list[_DateSpan]:
+        return _date_spans(self.doc)
+
+    @cached_property
+    def dates(self) -> list[_Date]:
+        return [_dated(self.doc, d) for d in self.date_spans]
+
+    @cached_property
+    def date_tokens(self) -> set[int]:
+        return {t.i for d in self.date_spans for t in self.doc.char_span(d.start, d.end, alignment_mode="expand")}
+
+    @cached_property
+    def versions(self) -> frozenset[str]:
+        return _versions(self.doc, self)
+
+    @cached_property
+    def quantities(self) -> list[_Qty]:
+        return _quantities(self.doc, self)
+
+    @cached_property
+    def preds(self) -> list[_Pred]:
+        return _preds(self.doc)
+
+    @cached_property
+    def relation_keys(self) -> frozenset[str]:
+        """What two predicates must share to express one relation (`rules._aligned`): a class, or, for a
+        predicate other than a light verb, its lemma or its derivational stem."""
+        keys = set()
+        for p in self.preds:
+            keys |= p.classes
+            if p.lemma not in _LIGHT_VERBS:
+                keys.add("lemma:" + p.lemma)
+                if len(p.lemma) > 3:
+                    keys.add("stem:" + _stem(p.lemma))
+        return frozenset(keys)
+
+    @cached_property
+    def states(self) -> list[tuple[str, _Pred]]:
+        """The states its predicates put their subject in (alive, cancelled, ongoing, ...)."""
+        return _states(self)
+
+    @cached_property
+    def has_number(self) -> bool:
+        """Whether a token outside its dates reads as a number: a sentence without one has no quantity."""
+        numbers = [t.i for t in self.doc if _number_value(t) is not None]
+        return bool(numbers) and any(i not in self.date_tokens for i in numbers)
+
+    @cached_property
+    def time_points(self) -> list[tuple[int, int]]:
+        return [(d.lo, d.hi) for d in self.dates]
+
+    @cached_property
+    def words(self) -> set[str]:
+        return {t.lower_ for t in self.doc}
+
+    @cached_property
+    def marks(self) -> set[str]:
+        return self.words & _UNIQUE_MARKS
+
+    @cached_property
+    def first(self) -> bool:
+        return bool(self.words & _FIRST_MARKS)
+
+    @cached_property
+    def temporal(self) -> set[str]:
+        return _temporal_markers(self.doc)
+
+    @cached_property
+    def tense(self) -> str:
+        return _tense(self.doc)
+
+    @cached_property
+    def kind_subjects(self) -> set[str]:
+        """Generic statements about a kind: "Copper conducts ...", "Water freezes ..."."""
+        return {t.lemma_.lower() for t in self.doc if t.dep_ in ("nsubj", "nsubjpass") and t.pos_ == "NOUN"
+                and not any(c.dep_ in ("det", "poss") for c in t.children)}
 
 
 _cache_lock = threading.Lock()
@@ -340,10 +424,12 @@ def _part(range_: tuple[int, int], part: str | None) -> tuple[int, int]:
     return lo + third - 31, hi - third + 31
 
 
-def _dates(doc) -> list[_Date]:
+def _date_spans(doc) -> list[_DateSpan]:
+    """The dates the patterns find in the text, as ranges of days; no parse is read but to tell a year
+    from a count ("2000 people")."""
     text = doc.text
     taken: list[tuple[int, int]] = []
-    out: list[_Date] = []
+    out: list[_DateSpan] = []
     for kind, pattern in _DATE_PATTERNS:
         for m in pattern.finditer(text):
             if any(s < m.end() and m.start() < e for s, e in taken):
@@ -379,12 +465,8 @@ def _dates(doc) -> list[_Date]:
                 lo, hi = _part(_year_range((c - 1) * 100, (c - 1) * 100 + 99), g[0])
             elif kind == "oldyear":
                 lo, hi = _year_range(int(g[0]), int(g[0]))
-                start = m.start(1)
-                taken.append((start, m.end()))
-                span = doc.char_span(start, m.end(), alignment_mode="expand")
-                prep, modifier = _date_relation(span.root)
-                out.append(_Date(lo=lo, hi=hi, start=start, end=m.end(), root=span.root.i, prep=prep,
-                                 modifier=modifier, text=g[0]))
+                taken.append((m.start(1), m.end()))
+                out.append(_DateSpan(lo, hi, m.start(1), m.end(), g[0]))
                 continue
             else:
                 y = int(g[1])
@@ -403,12 +485,16 @@ def _dates(doc) -> list[_Date]:
             if re.search(r"\b(c\.|ca\.|circa|around|about|approximately|roughly)\s*$", before):
                 lo, hi = lo - 730, hi + 730
             taken.append((m.start(), m.end()))
-            span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
-            root = span.root
-            prep, modifier = _date_relation(root)
-            out.append(_Date(lo=lo, hi=hi, start=m.start(), end=m.end(), root=root.i, prep=prep,
-                             modifier=modifier, text=m.group(0)))
+            out.append(_DateSpan(lo, hi, m.start(), m.end(), m.group(0)))
     return out
+
+
+def _dated(doc, d: _DateSpan) -> _Date:
+    """A date found in the text, with where it attaches to the parse."""
+    root = doc.char_span(d.start, d.end, alignment_mode="expand").root
+    prep, modifier = _date_relation(root)
+    return _Date(lo=d.lo, hi=d.hi, start=d.start, end=d.end, root=root.i, prep=prep, modifier=modifier,
+                 text=d.text)
 
 
 def _plural_count_noun(doc, char_end: int) -> bool:
@@ -773,6 +859,44 @@ def _preds(doc) -> list[_Pred]:
         if antonym:
             classes.add(_ANTONYM_VERBS[lemma])
         out.append(_Pred(i=t.i, lemma=lemma, classes=frozenset(classes), neg=_negation(t), antonym=antonym))
+    return out
+
+
+def _states(sent: _Sentence) -> list[tuple[str, _Pred]]:
+    doc = sent.doc
+    out = []
+    for p in sent.preds:
+        t = doc[p.i]
+        if p.neg:
+            continue
+        for state in _STATES.get(p.lemma, ()):
+            if state in ("completed", "cancelled", "acquired", "ended", "dead", "crashed", "settled") and \
+                    t.pos_ not in ("VERB", "ADJ", "NOUN"):
+                continue
+            out.append((state, p))
+        if "tried" in p.classes:
+            out.append(("tried", p))
+        if p.lemma == "open" and t.dep_ in ("amod", "compound") and t.head.lemma_.lower() == "source":
+            out.append(("open_source", p))
+        # ongoing: "still stands", "is actively maintained", "has operated without interruption since 1998"
+        advs = {c.lower_ for c in t.children if c.dep_ in ("advmod", "npadvmod")}
+        preps = {(c.lower_, x.lemma_.lower()) for o in [t, *[c for c in t.children if c.dep_ == "dobj"]]
+                 for c in o.children if c.dep_ == "prep" for x in c.children}
+        if t.pos_ in ("VERB", "ADJ") and (advs & {"still", "actively"} or ("without", "interruption") in preps or
+                                          (p.lemma in ("remain", "continue") and not p.neg)):
+            if p.lemma not in ("remain",) or any(c.dep_ in ("acomp", "xcomp") and c.lemma_.lower() in
+                                                 ("open", "active", "operational", "available", "operate")
+                                                 for c in t.children):
+                out.append(("ongoing", p))
+        if ("without", "incident") in preps or advs & {"safely", "successfully"}:
+            out.append(("uneventful", p))
+    # "open source" written as two words
+    if re.search(r"\bopen[- ]source\b", sent.text, re.I) and not re.search(r"\bnot\b.{0,20}open[- ]source",
+                                                                           sent.text, re.I):
+        root = next((t for t in doc if t.dep_ == "ROOT"), None)
+        if root is not None:
+            out.append(("open_source", _Pred(i=root.i, lemma=root.lemma_.lower(), classes=frozenset(), neg="",
+                                             antonym=False)))
     return out
 
 
