@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(60.0, description="How long a reader or writer waits for the bank lock.")
     evolution_interval_seconds: int = Field(3600, description="Seconds between scheduled evolution cycles.")
     evolution_min_new_docs: int = Field(20, description="New documents that trigger an evolution cycle early.")
+    contradiction_claims_per_cycle: int = Field(
+        50_000, description="Claims one cycle checks for contradictions at most: its own new claims first, then "
+                            "those earlier cycles left; the rest wait for the next cycles (0: no limit).")
     confidence_half_life_days: float = Field(
         365.0, description="Confidence halves after this many days without new independent sources (0: no decay).")
     confidence_floor: float = Field(0.05, description="Objects whose decayed confidence falls below this are deprecated.")

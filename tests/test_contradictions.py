@@ -296,6 +296,32 @@ def test_two_documents_that_disagree_give_one_contradiction_with_edges_and_a_que
     assert bank.check_consistency()["consistent"]
 
 
+def test_a_cycle_checks_at_most_its_share_of_claims_and_later_cycles_check_the_rest(settings):
+    from smb_core.bank import Bank
+    from smb_core.evolve import reflective
+    from smb_core.evolve.cycle import open_cycle
+
+    settings = settings.model_copy(update={"contradiction_claims_per_cycle": 3})
+    bank = Bank(settings=settings)
+    bank.init()
+    _ingest(bank, settings)
+    with bank.reading() as db:
+        claims = db.sql("SELECT count(*) FROM objects WHERE type = 'claim'")[0][0]
+    assert claims > 3
+    first = reflective.run(bank, open_cycle(bank, "cycle-00001", "run-1")).counts
+    assert (first["new_claims"], first["claims_checked"], first["claims_waiting"]) == (claims, 3, claims - 3)
+    waiting, number = first["claims_waiting"], 1
+    while waiting:
+        number += 1
+        counts = reflective.run(bank, open_cycle(bank, f"cycle-{number:05d}", f"run-{number}")).counts
+        assert counts["new_claims"] == 0 and counts["claims_checked"] == min(3, waiting)
+        waiting = counts["claims_waiting"]
+    with bank.reading() as db:
+        (ctr,) = db.list_objects(type="contradiction", limit=100)
+        assert db.sql("SELECT count(*) FROM contradiction_backlog")[0][0] == 0
+    assert "2017" in ctr.description and "2014" in ctr.description
+
+
 def test_running_again_neither_duplicates_nor_downgrades(bank, settings):
     _ingest(bank, settings)
     with bank.reading() as db:
