@@ -330,13 +330,22 @@ def _judged_pair(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
     reads like a sentence ("Drive a Crooked Road is a 1954 film ...") parses as the name it is; a title
     that is a name of capitalised words stands for its last word alone too ("Okafor founded ...")."""
     (ta, title_a), (tb, title_b) = a, b
-    for title in {_HONORIFIC.sub("", title_a), _HONORIFIC.sub("", title_b)}:  # "Dr. Mara Okafor" is "Mara Okafor"
+    # "Dr. Mara Okafor" is "Mara Okafor"; the longer title first, so that a shorter one cannot take part of it
+    for title in sorted({_HONORIFIC.sub("", title_a), _HONORIFIC.sub("", title_b)}, key=lambda t: (-len(t), t)):
         if len(title.split()) < 2 or len(title) > 80 or (title not in ta and title not in tb):
             continue
-        name, patterns = _title_patterns(title)
-        for pattern in patterns:
-            ta, tb = _replace_title(pattern, name, ta), _replace_title(pattern, name, tb)
+        ta, tb = _with_title(ta, title), _with_title(tb, title)
     return ta, tb
+
+
+@lru_cache(maxsize=100_000)
+def _with_title(text: str, title: str) -> str:
+    """The text with the title (and its surname pattern) replaced by its opaque name. Cached: a claim is in
+    dozens of pairs, nearly always with its own document's title."""
+    name, patterns = _title_patterns(title)
+    for pattern in patterns:
+        text = _replace_title(pattern, name, text)
+    return text
 
 
 @lru_cache(maxsize=50_000)
@@ -380,6 +389,7 @@ def _different_document_subjects(a: Claim, b: Claim, sources: dict) -> bool:
     return bool(ext_a and ext_b and ext_a != ext_b)
 
 
+@lru_cache(maxsize=100_000)
 def _title_extension(subject: str, title: str) -> str:
     """The capitalised words a title adds to a claim's subject name when the title contains that name:
     'Juan Carlos' in 'Juan Carlos I of Spain' -> 'spain', 'Neugebauer' in 'Gerry Neugebauer' -> 'gerry';
