@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     evolution_interval_seconds: int = Field(3600, description="Seconds between scheduled evolution cycles.")
     evolution_min_new_docs: int = Field(20, description="New documents that trigger an evolution cycle early.")
     contradiction_claims_per_cycle: int = Field(
-        50_000, description="Claims one cycle checks for contradictions at most: its own new claims first, then "
+        25_000, description="Claims one cycle checks for contradictions at most: its own new claims first, then "
                             "those earlier cycles left; the rest wait for the next cycles (0: no limit).")
     confidence_half_life_days: float = Field(
         365.0, description="Confidence halves after this many days without new independent sources (0: no decay).")
