@@ -115,6 +115,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"documents: {status['documents']} ({status['versions']} versions, {status['rejected']} rejected)")
         print("objects:   " + ", ".join(f"{n} {t}" for t, n in status["types"].items()))
         print("stores:    " + ", ".join(f"{k}={v}" for k, v in status["stores"].items()))
+        if status["claims_awaiting_contradiction_check"]:
+            print(f"waiting:   {status['claims_awaiting_contradiction_check']} claims for the contradiction check "
+                  "(SMB_CONTRADICTION_CLAIMS_PER_CYCLE a cycle)")
         print(f"consistent: {status['consistent']}")
     return 0 if status["consistent"] else 1
 
