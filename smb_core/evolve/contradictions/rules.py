@@ -60,7 +60,7 @@ def judge(a: str, b: str) -> Verdict | None:
 
 def _comparable(sa: _Sentence, sb: _Sentence) -> bool:
     """What every rule needs, checked first because it is cheap: two predicates that can align (date,
-    place, person, polarity), two exclusive states, or a number on each side. Nine candidate pairs in ten
+    place, person, polarity), two exclusive states, or a number on each side. Five candidate pairs in six
     at 10,000 documents have none, and are settled without working out their names, dates or quantities."""
     return bool(sa.relation_keys & sb.relation_keys) or (sa.has_number and sb.has_number) or \
         any(frozenset({xa, xb}) in _EXCLUSIVE for xa, _ in sa.states for xb, _ in sb.states)
