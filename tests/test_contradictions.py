@@ -110,6 +110,9 @@ COMPATIBLE = [
      "The Orrin Quartet performed in Oslo for the first time in 1961."),
     ("shared_role", "Tomas Varga is the co-founder and chief scientist of Lumen Labs.",
      "Dr. Mara Okafor is the founder and chief executive officer of Lumen Labs."),
+    # a timeline entry repeats its year: the sentence is about November, not the whole of 1961
+    ("other_time", "1961 : Valenga hosted the Northwind Summit in November 1961.",
+     "Wesiga hosted the Northwind Summit on 9 December 1961."),
 ]
 
 

@@ -215,15 +215,14 @@ def _dates_compatible(sa: _Sentence, sb: _Sentence) -> bool:
     scoped = {"since", "until", "till", "from-to", "as of", "formerly", "previously", "no longer"}
     if sa.temporal & scoped or sb.temporal & scoped:
         return False
-    if sa.dates and sb.dates:
-        return any(x.lo <= y.hi and y.lo <= x.hi for x in sa.dates for y in sb.dates)
+    if sa.time_points and sb.time_points:
+        return any(x[0] <= y[1] and y[0] <= x[1] for x in sa.time_points for y in sb.time_points)
     return True
 
 
 def _time_compatible(sa: _Sentence, sb: _Sentence, allow_one_dated: bool = False) -> bool:
     """Both statements speak of the same time: same dates, or neither dated and no change markers."""
-    da = [(d.lo, d.hi) for d in sa.dates]
-    db = [(d.lo, d.hi) for d in sb.dates]
+    da, db = sa.time_points, sb.time_points
     scoped = {"since", "until", "till", "from-to", "as of", "formerly", "previously", "no longer", "now",
               "currently", "today"}
     if (sa.temporal & scoped) != (sb.temporal & scoped) and (sa.temporal & scoped or sb.temporal & scoped):

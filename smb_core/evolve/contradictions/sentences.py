@@ -156,7 +156,10 @@ class _Sentence:
 
     @cached_property
     def time_points(self) -> list[tuple[int, int]]:
-        return [(d.lo, d.hi) for d in self.dates]
+        """(first day, last day) of each date that dates the sentence: a date containing another date of the
+        sentence only repeats it less precisely ("1961: Valenga hosted the summit in November 1961")."""
+        spans = [(d.lo, d.hi) for d in self.date_spans]
+        return [x for x in spans if not any(y != x and x[0] <= y[0] and y[1] <= x[1] for y in spans)]
 
     @cached_property
     def words(self) -> set[str]:
