@@ -264,8 +264,7 @@ class Bank:
                               "(SELECT path FROM sources WHERE status = 'active')")[0][0]
             types = db.count_by_type()
             active = db.count_by_type(status="active")
-            backlog = db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'contradiction_backlog'")[0][0]
-            waiting = db.sql("SELECT count(*) FROM contradiction_backlog")[0][0] if backlog else 0  # older banks
+            waiting = db.contradiction_backlog_size()
         graph = self.graph.ensure_loaded()
         return {
             "bank": str(self.root),

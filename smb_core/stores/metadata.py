@@ -265,6 +265,13 @@ class MetadataStore:
         except duckdb.CatalogException:
             return {}
 
+    def contradiction_backlog_size(self) -> int:
+        """Claims waiting for the contradiction check (none in a bank written before the backlog existed)."""
+        try:
+            return self.sql("SELECT count(*) FROM contradiction_backlog")[0][0]
+        except duckdb.CatalogException:
+            return 0
+
     def get_object(self, object_id: str) -> MemoryObject | None:
         row = self.con.execute("SELECT type, data FROM objects WHERE id = ?", [object_id]).fetchone()
         return model_for(row[0]).model_validate_json(row[1]) if row else None
