@@ -381,6 +381,19 @@ def test_minilm_embeddings_are_normalised_and_cached(embedder):
     assert embedder.embed([]).shape == (0, 384)
 
 
+def test_minilm_rows_follow_the_input_order_whatever_the_batching():
+    """Texts are batched by token count, so a row must still be its own text's vector: the same as
+    embedding that text alone, whether it shares a call with short names or with long sentences."""
+    texts = ["Lumen Labs", "The observatory opened in 1962 on the northern ridge above the town.",
+             "IBM", "word " * 600, "a cat sat on the mat", "Kirchenlamitz"]
+    alone = np.stack([MiniLMEmbedder().embed([t])[0] for t in texts])
+    for budget, largest in ((1024, 128), (40, 2)):  # one call for the names; then one or two texts a call
+        together = MiniLMEmbedder(batch_tokens=budget, max_batch=largest).embed(texts)
+        assert together.shape == (len(texts), 384)
+        assert (np.einsum("ij,ij->i", together, alone) > 0.99).all()
+    similar = alone @ alone.T
+    assert (similar[~np.eye(len(texts), dtype=bool)] < 0.95).all()  # rows out of order would fail above
+
 def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
     texts = {
