@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -363,6 +365,41 @@ def test_metadata_read_only_on_missing_file_is_empty_not_an_error(tmp_path: Path
     finally:
         db.close()
     assert not (tmp_path / "none.duckdb").exists()
+
+
+_OTHER_PROCESS_WRITES = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("INSERT INTO meta VALUES (?, 'x')", [sys.argv[2]])
+con.close()
+"""
+
+
+def _write_from_another_process(path: Path, key: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _OTHER_PROCESS_WRITES, str(path), key], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_metadata_read_sessions_let_other_processes_write_once_they_end(tmp_path: Path):
+    """Read sessions share one DuckDB instance per process (the file is attached to it): while one is
+    open the file is held, as by a connection; once the last one ends another process can write, and
+    the next session sees what it wrote."""
+    path, other = tmp_path / "m.duckdb", tmp_path / "other.duckdb"
+    for p in (path, other):
+        MetadataStore(p).connect().close()
+    first, second = MetadataStore(path, read_only=True).connect(), MetadataStore(path, read_only=True).connect()
+    elsewhere = MetadataStore(other, read_only=True).connect()
+    assert first.sql("SELECT count(*) FROM meta") == [(1,)] and elsewhere.sql("SELECT count(*) FROM meta") == [(1,)]
+    first.close()
+    assert _write_from_another_process(path, "while-read").returncode != 0  # `second` still reads it
+    second.close()
+    elsewhere.close()
+    assert _write_from_another_process(path, "after").returncode == 0
+    reader = MetadataStore(path, read_only=True).connect()
+    try:
+        assert reader.sql("SELECT key FROM meta ORDER BY key") == [("after",), ("schema_version",)]
+    finally:
+        reader.close()
 
 
 # ---- Chroma vectors ---------------------------------------------------------------------------
