@@ -141,7 +141,8 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
         pending = None
         for start in range(0, len(todo), batch_size):
             with bank.reading() as db:
-                docs = [d for d in (db.get_source(i) for i in todo[start : start + batch_size]) if d is not None]
+                found = {d.id: d for d in db.sources_by_ids(todo[start : start + batch_size])}
+            docs = [found[i] for i in todo[start : start + batch_size] if i in found]
             items = [(doc, bank.read_source_text(doc)) for doc in docs]
             extractions = _run_extractor(extractor, items)
             objects = [o for e in extractions for o in e.objects()]
