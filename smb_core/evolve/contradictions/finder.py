@@ -22,7 +22,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.contradictions import sentences
 from smb_core.evolve.contradictions.lexicon import _TITLES, _fold
 from smb_core.evolve.contradictions.rules import Verdict, judge
-from smb_core.extract.base import exact_key, normalise_name
+from smb_core.extract.base import QUALIFIER, exact_key, normalise_name
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 from smb_core.stores.metadata import id_filter
 
@@ -318,7 +318,7 @@ def _judged_text(claim: Claim, sources: dict) -> str:
 
 def _title_of(claim: Claim, sources: dict) -> str:
     title = next((sources[s].title for s in claim.source_ids if s in sources), "")
-    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+    return QUALIFIER.sub("", title).strip()
 
 
 _HONORIFIC = re.compile(r"^(?:(?:Dr|Mr|Mrs|Ms|Prof|Sir|Dame)\.?\s+)+")
@@ -395,7 +395,7 @@ def _title_extension(subject: str, title: str) -> str:
     'Juan Carlos' in 'Juan Carlos I of Spain' -> 'spain', 'Neugebauer' in 'Gerry Neugebauer' -> 'gerry';
     '' when the title does not contain the subject or adds no name ('The history of Lumen Labs')."""
     subject_words = _base_title(subject).split()
-    title_words = re.sub(r"\s*\([^)]*\)\s*$", "", title).replace(",", " ").split()
+    title_words = QUALIFIER.sub("", title).replace(",", " ").split()
     folded = [_fold(w).strip(".'’") for w in title_words]
     if not subject_words or not set(subject_words) <= set(folded):
         return ""
@@ -406,7 +406,7 @@ def _title_extension(subject: str, title: str) -> str:
 
 @lru_cache(maxsize=100_000)
 def _base_title(title: str) -> str:
-    return _fold(re.sub(r"\s*\([^)]*\)\s*$", "", title)).strip()
+    return _fold(QUALIFIER.sub("", title)).strip()
 
 
 def _source_label(claim: Claim, sources: dict) -> str:
