@@ -120,6 +120,34 @@ def test_agent_writes_are_consistent_and_visible(tmp_path: Path, bank_dir: Path)
         assert reader._bank.status()["consistent"]
 
 
+def test_cached_claim_vectors_follow_writes_from_another_handle(tmp_path: Path, bank_dir: Path, monkeypatch) -> None:
+    """The hop's per-document claim vectors are kept between questions; a write by anyone (here another
+    handle) must make the next question see the document's claims as they are now, and the cache
+    stays within its size."""
+    import shutil
+
+    from smb_core.recall import engine as recall_engine
+
+    path = tmp_path / "bank"
+    shutil.copytree(bank_dir, path)
+    monkeypatch.setattr(recall_engine, "CLAIM_CACHE_DOCUMENTS", 2)
+    with MemoryBank.open(path) as reader, MemoryBank.open(path, read_only=False) as writer:
+        by_path = {s.path: s.id for s in reader.sources()}
+        aurora, others = by_path["aurora.md"], [by_path["varga.md"], by_path["lumen.md"]]
+        question = reader._bank.embedder.embed(["Which company maintains the Aurora index?"])[0]
+        with reader._bank.reading() as db:
+            assert reader._engine._claim_vectors(db, others).keys() == set(others)
+            before = reader._engine._claim_vectors(db, [aurora])[aurora]
+            score_before = reader._engine._document_similarity(db, [aurora], question)[aurora]
+        assert len(before) >= 1 and list(reader._engine._claims) == [others[1], aurora]  # the oldest went
+        statement = "Lumen Labs maintains the Aurora index."
+        writer._bank.write([Claim(id=stable_id("clm", "test", "aurora-maintainer"), title=statement,
+                                  statement=statement, subject="the Aurora index", source_ids=[aurora])])
+        with reader._bank.reading() as db:
+            after = reader._engine._claim_vectors(db, [aurora])[aurora]
+            score_after = reader._engine._document_similarity(db, [aurora], question)[aurora]
+    assert len(after) == len(before) + 1 and score_after > score_before
+
 def test_contradictions_are_shown_on_hits(tmp_path: Path, bank_dir: Path) -> None:
     import shutil
 
