@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np

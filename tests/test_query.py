@@ -148,6 +148,7 @@ def test_cached_claim_vectors_follow_writes_from_another_handle(tmp_path: Path, 
             score_after = reader._engine._document_similarity(db, [aurora], question)[aurora]
     assert len(after) == len(before) + 1 and score_after > score_before
 
+
 def test_contradictions_are_shown_on_hits(tmp_path: Path, bank_dir: Path) -> None:
     import shutil
 

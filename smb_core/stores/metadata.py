@@ -127,7 +127,7 @@ class _ReadOnlyAttachments:
                 self._instance, self._pid, self._sessions = duckdb.connect(":memory:"), os.getpid(), {}
             if not self._sessions.get(path):
                 if memory_limit:
-                    self._instance.execute(f"SET memory_limit = '{memory_limit}'")
+                    self._instance.execute(f"SET memory_limit = {_quoted(memory_limit)}")
                 self._instance.execute(f"SET temp_directory = {_quoted(f'{path}.tmp')}")  # where a file's own goes
                 self._instance.execute(f"ATTACH {_quoted(str(path))} AS {alias} (READ_ONLY)")
             self._sessions[path] = self._sessions.get(path, 0) + 1
