@@ -137,6 +137,19 @@ def test_homonyms_stay_apart_and_same_things_merge(bank: Bank) -> None:
     assert _merged_groups(bank, objects) == [sorted([objects[1].id, objects[2].id])]
 
 
+def test_a_generic_institution_name_needs_agreeing_contexts_like_a_one_word_name(bank: Bank) -> None:
+    objects = [
+        _entity("src-a", "Department of Transport", "organization",
+                "The Department of Transport in Dublin funds rural bus services across Ireland."),
+        _entity("src-b", "Department of Transport", "organization",
+                "The Department of Transport in Pretoria oversees the commuter rail network of South Africa."),
+        _entity("src-c", "Lumen Shipping Company", "organization", "Lumen Shipping Company runs ferries to Dublin."),
+        _entity("src-d", "Lumen Shipping Company", "organization", "Lumen Shipping Company bought two new ships."),
+    ]
+    # one department in each country; the same distinctive multi-word name is still enough on its own
+    assert _merged_groups(bank, objects) == [sorted([objects[2].id, objects[3].id])]
+
+
 def test_acronyms_numbers_and_narrower_concepts_do_not_chain_different_things(bank: Bank) -> None:
     objects = [
         _entity("src-a", "Cold War", "other", "The Cold War divided Europe between two blocs for decades."),

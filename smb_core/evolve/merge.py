@@ -74,7 +74,7 @@ def decide(names: float, vector: float, context: float, shared: int, multiword: 
     The same multi-word name is enough unless the kinds conflict; a one-word entity name ("Mercury",
     "Jordan") also needs its contexts to agree, and more so beside a different name ("Wilhelm" beside
     "Johann Wilhelm", an acronym beside its expansion); a similar multi-word name needs a close vector or
-    context. `multiword` is false when either name is a one-word entity name.
+    context. `multiword` is false when either name is a one-word or generic (`_generic_name`) entity name.
     Contexts or shared neighbours can overrule a kind conflict, because NER kinds are noisy.
     (Concepts are terms: the same term is one concept, and `split` later separates its senses.)"""
     agreeing_context = context >= CONTEXT_SIMILAR or shared >= 1
@@ -178,6 +178,26 @@ def _words_differ(a: str, b: str, person: bool = False) -> bool:
         return _same_word(x, y) or difflib.SequenceMatcher(None, x, y).ratio() >= 0.8
 
     return not all(any(close(w, v) for v in wb) for w in wa) or not all(any(close(w, v) for v in wa) for w in wb)
+
+
+#: Words that name the kind of an institution or its field, not one institution: a name made only of
+#: them ("Department of Transport", "Supreme Court", "National Museum") is held by one body in each
+#: country or city, so, like a one-word name, it needs agreeing contexts to be one thing.
+_GENERIC_NAME_WORDS = frozenset("""
+    academy administration agency archive archives assembly authority bank board bureau cabinet central
+    chamber city civil commission committee council county court defence defense department district
+    education energy environment federal finance foreign general gallery government health high home
+    hospital house housing interior justice labour labor library ministry municipal museum national
+    office parliament police post public railway royal school senate service state supreme transport
+    treasury trade university war water works affairs agriculture culture security development
+    """.split())
+_FUNCTION_WORDS = frozenset({"of", "the", "for", "and", "on", "in", "&"})
+
+
+def _generic_name(name: str) -> bool:
+    """A name made only of generic institution words ("Department of Transport", "High Court")."""
+    words = [w for w in _words(name) if w not in _FUNCTION_WORDS]
+    return bool(words) and all(_singular(w) in _GENERIC_NAME_WORDS or w in _GENERIC_NAME_WORDS for w in words)
 
 
 def _words(name: str) -> list[str]:
@@ -315,7 +335,8 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
                 continue
             cosine = float(all_vectors[oid] @ all_vectors[cid]) if oid in all_vectors and cid in all_vectors else 0.0
             shared = len(context.get(oid, set()) & context.get(cid, set()))
-            multiword = not isinstance(a, Entity) or all(len(_words(o.title)) >= 2 for o in (a, b))
+            multiword = not isinstance(a, Entity) or all(len(_words(o.title)) >= 2 and not _generic_name(o.title)
+                                                         for o in (a, b))
             scored.append((a, b, names, cosine, shared, multiword, _kinds_conflict(a, b)))
     # Context sentences are embedded only for the pairs the other signals leave undecided.
     undecided = [x for x in scored
