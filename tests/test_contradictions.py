@@ -113,6 +113,9 @@ COMPATIBLE = [
     # a timeline entry repeats its year: the sentence is about November, not the whole of 1961
     ("other_time", "1961 : Valenga hosted the Northwind Summit in November 1961.",
      "Wesiga hosted the Northwind Summit on 9 December 1961."),
+    # ... and so its end is November's too: the release came before the cancellation
+    ("other_time", "1961 : 'Starfall Saga' was released in November 1961.",
+     "'Starfall Saga' was cancelled on 5 December 1961."),
 ]
 
 

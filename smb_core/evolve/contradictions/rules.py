@@ -785,14 +785,22 @@ def _exclusive_time_ok(xa: str, sa: _Sentence, xb: str, sb: _Sentence) -> bool:
     else:
         if {xa, xb} == {"cancelled", "completed"}:
             cs, ds = (sa, sb) if xa == "cancelled" else (sb, sa)
-            if cs.dates and ds.dates:
-                return max(d.hi for d in ds.dates) >= min(d.lo for d in cs.dates)
+            if cs.time_points and ds.time_points:
+                return _last_day(ds) >= _first_day(cs)
             return True
-        return _time_compatible(sa, sb, allow_one_dated=True) or not (sa.dates and sb.dates)
+        return _time_compatible(sa, sb, allow_one_dated=True) or not (sa.time_points and sb.time_points)
     if {"until", "till", "before"} & other_s.temporal:
         return False
     if other_s.tense == "present" or "since" in other_s.temporal or "still" in other_s.temporal:
         return True
-    if other_s.dates and event_s.dates:
-        return max(d.hi for d in other_s.dates) >= min(d.lo for d in event_s.dates)
-    return not other_s.dates
+    if other_s.time_points and event_s.time_points:
+        return _last_day(other_s) >= _first_day(event_s)
+    return not other_s.time_points
+
+
+def _first_day(sent: _Sentence) -> int:
+    return min(lo for lo, _ in sent.time_points)
+
+
+def _last_day(sent: _Sentence) -> int:
+    return max(hi for _, hi in sent.time_points)
