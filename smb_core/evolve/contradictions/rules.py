@@ -216,20 +216,24 @@ def _dates_compatible(sa: _Sentence, sb: _Sentence) -> bool:
     if sa.temporal & scoped or sb.temporal & scoped:
         return False
     if sa.time_points and sb.time_points:
-        return any(x[0] <= y[1] and y[0] <= x[1] for x in sa.time_points for y in sb.time_points)
+        return _times_overlap(sa, sb)
     return True
+
+
+def _times_overlap(sa: _Sentence, sb: _Sentence) -> bool:
+    """Some date of one sentence overlaps some date of the other."""
+    return any(x[0] <= y[1] and y[0] <= x[1] for x in sa.time_points for y in sb.time_points)
 
 
 def _time_compatible(sa: _Sentence, sb: _Sentence, allow_one_dated: bool = False) -> bool:
     """Both statements speak of the same time: same dates, or neither dated and no change markers."""
-    da, db = sa.time_points, sb.time_points
     scoped = {"since", "until", "till", "from-to", "as of", "formerly", "previously", "no longer", "now",
               "currently", "today"}
     if (sa.temporal & scoped) != (sb.temporal & scoped) and (sa.temporal & scoped or sb.temporal & scoped):
         return False
-    if da and db:
-        return any(x[0] <= y[1] and y[0] <= x[1] for x in da for y in db)
-    if da or db:
+    if sa.time_points and sb.time_points:
+        return _times_overlap(sa, sb)
+    if sa.time_points or sb.time_points:
         return allow_one_dated and (sa.tense == sb.tense or not sa.tense or not sb.tense)
     return not sa.tense or not sb.tense or sa.tense == sb.tense
 
