@@ -116,6 +116,10 @@ COMPATIBLE = [
     # ... and so its end is November's too: the release came before the cancellation
     ("other_time", "1961 : 'Starfall Saga' was released in November 1961.",
      "'Starfall Saga' was cancelled on 5 December 1961."),
+    # a range is one span of time, not its two ends
+    ("within_range", "The Orvieto Observatory was founded between 1872 and 1876.",
+     "The Orvieto Observatory was founded in 1874."),
+    ("within_range", "The Treaty of Ostrova was signed in 1709–1712.", "Delegates signed the Treaty of Ostrova in 1710."),
 ]
 
 

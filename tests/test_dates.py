@@ -90,7 +90,9 @@ def test_vague_dates_are_approximate_ranges(text, expected) -> None:
     "call 555-1874", "a 2019.5 release", "page 1984", "ISO 8601", "the 737 MAX", "12:2019", "3/2019/7",
     # before the common era (timelines order years of the common era), and a studio's name
     "in the late 6th century BCE", "the 1st century BC", "about 1300 BC", "founded in 1870 B.C.",
-    "an actor under contract to 20th Century Fox",
+    "an actor under contract to 20th Century Fox", "She died in 155 BC.", "invaded India in 326 BC",
+    # three-digit numbers are years only where nothing else can be meant
+    "a case of 837 x 310 mm", "in 628 soldiers",
 ])
 def test_things_that_are_not_dates(text) -> None:
     assert find_dates(text) == []
@@ -99,6 +101,29 @@ def test_things_that_are_not_dates(text) -> None:
 @pytest.mark.parametrize("text", ["they may 2019 differently", "mar 2019", "we march 2019 steps"])
 def test_month_words_that_are_not_months_leave_a_bare_year(text) -> None:
     assert [d.date for d in find_dates(text)] == ["2019"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Charlemagne (2 April 748 – 28 January 814) was King of the Franks.", ("0748-04-02", "0814-01-28", False)),
+    ("In September 833 he was appointed vizier.", ("0833-09", None, False)),
+    ("Cleomenes died 875, in exile.", ("0875", None, False)),
+    ("(973 – 1024)", ("0973", "1024", False)),
+    ("c. 875,", ("0875", None, True)),
+])
+def test_years_before_1000_where_nothing_else_can_be_meant(text, expected) -> None:
+    assert _one(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a label counts only right before the number: here 'V' is a regnal number, not 'version'
+    ("John V) (1339 – 1 November 1399) was Duke of Brittany.", ("1339", "1399-11-01", False)),
+    # a source that lost a space after the year
+    ("Aretha Franklin (March 25, 1942August 16, 2018) was a singer.", ("1942-03-25", None, False)),
+    # a source that spaces its hyphens
+    ("a name used since the early twenty- first century", ("2000", "2032", True)),
+])
+def test_untidy_sources(text, expected) -> None:
+    assert _one(text) == expected
 
 
 def test_several_dates_in_one_sentence_keep_their_order_and_offsets() -> None:

@@ -8,7 +8,9 @@
 
 Regular expressions, not spaCy: a claim is one sentence, the patterns below cover what timelines need,
 and they run in microseconds per claim on a bank of 150k objects. Numbers that only look like years
-("version 2019.1", "$1,874", "room 1920", "1920 employees") are rejected by their context.
+("version 2019.1", "$1,874", "room 1920", "1920 employees") are rejected by their context; years
+before 1000 count only next to a month or a word that makes them years ("2 April 748", "died 875");
+dates before the common era are left out. Timelines and the contradiction rules both read dates here.
 """
 
 from __future__ import annotations
@@ -49,20 +51,25 @@ _QUANTITIES = {"people", "persons", "employees", "staff", "users", "customers", 
 _PART = r"(?:early|mid|middle|late)"
 _M = "|".join(sorted(MONTHS, key=len, reverse=True))
 _YEAR = r"(1\d{3}|20\d{2})"
+#: Next to a month name a three-digit number is a year too ("2 April 748", "September 833"), and a
+#: letter may follow it where a source lost a space ("(March 25, 1942August 16, 2018)").
+_MONTH_YEAR = r"(1\d{3}|20\d{2}|[1-9]\d{2})"
 _DASH = r"\s*(?:–|—|-|/)\s*"
+#: "twenty-first", also as "twenty- first" (some sources space their hyphens)
+_ORDINAL = "|".join(w.replace("-", r"-\s*") for w in sorted(_ORDINAL_WORDS, key=len, reverse=True))
 
 #: (kind, pattern), most specific first; a later pattern never takes text an earlier one matched.
 _PATTERNS = [
     ("iso", re.compile(rf"(?<![\w.]){_YEAR}-(\d{{2}})(?:-(\d{{2}}))?(?![\w.-]*\d)")),
     ("day_range", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*(?:–|—|-|to|until|through)\s*"
-                             rf"(?:({_M})\.?\s+)?(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_YEAR}\b", re.I)),
+                             rf"(?:({_M})\.?\s+)?(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
     ("day_range_dmy", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+({_M})\.?)?\s*(?:–|—|-|to|until|through)\s*"
-                                 rf"(\d{{1,2}})(?:st|nd|rd|th)?\s+({_M})\.?,?\s+{_YEAR}\b", re.I)),
-    ("dmy", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+{_YEAR}\b", re.I)),
-    ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_YEAR}\b", re.I)),
-    ("month_range", re.compile(rf"\b({_M})\.?\s*(?:–|—|-|to|until|through)\s*({_M})\.?,?\s+(?:of\s+)?{_YEAR}\b",
+                                 rf"(\d{{1,2}})(?:st|nd|rd|th)?\s+({_M})\.?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
+    ("dmy", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
+    ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
+    ("month_range", re.compile(rf"\b({_M})\.?\s*(?:–|—|-|to|until|through)\s*({_M})\.?,?\s+(?:of\s+)?{_MONTH_YEAR}(?!\d)",
                                re.I)),
-    ("month", re.compile(rf"\b(?:({_PART})[\s-]+)?({_M})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)),
+    ("month", re.compile(rf"\b(?:({_PART})[\s-]+)?({_M})\.?,?\s+(?:of\s+)?{_MONTH_YEAR}(?!\d)", re.I)),
     ("season", re.compile(rf"\b(?:({_PART})[\s-]+)?(spring|summer|autumn|fall|winter)\s+(?:of\s+)?{_YEAR}\b",
                           re.I)),
     ("quarter", re.compile(rf"\b(?:Q([1-4])\s*(?:of\s+)?|(first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter\s+"
@@ -70,12 +77,15 @@ _PATTERNS = [
     ("half", re.compile(rf"\b(?:H([12])\s*|(first|second|1st|2nd)\s+half\s+of\s+){_YEAR}\b", re.I)),
     ("decade", re.compile(rf"\b(?:({_PART})[\s-]+)?(1\d{{2}}0|20\d0)s\b", re.I)),
     ("century", re.compile(rf"\b(?:({_PART})[\s-]+)?(\d{{1,2}})(?:st|nd|rd|th)[\s-]+century\b", re.I)),
-    ("century_word", re.compile(rf"\b(?:({_PART})[\s-]+)?({'|'.join(sorted(_ORDINAL_WORDS, key=len, reverse=True))})"
+    ("century_word", re.compile(rf"\b(?:({_PART})[\s-]+)?({_ORDINAL})"
                                 r"[\s-]+century\b", re.I)),
     ("year_part", re.compile(rf"\b(?:({_PART})[\s-]+|(?:the\s+)?(beginning|start|end|middle)\s+of\s+){_YEAR}\b"
                              r"(?![.,]\d)", re.I)),
     ("year_range", re.compile(rf"(?<![\w$€£¥#.,/:-]){_YEAR}{_DASH}(1\d{{3}}|20\d{{2}}|\d{{2}})(?![\w%]|[.,:/]\d)")),
     ("year", re.compile(rf"(?<![\w$€£¥#.,/:-]){_YEAR}(?![\w%]|[.,:/-]\d)")),
+    # years before 1000 only where nothing else can be meant: "died 875", "(973 – 1024)", "in 628."
+    ("old_year", re.compile(r"(?:\b(?:born|died|b\.|d\.|c\.|ca\.|circa|in|since|until|after|before)\s+|\(\s*)"
+                            r"(\d{3})(?=\s*(?:[)–-]|,|;|\.(?!\d)|$|\s+(?:AD|BC|CE|BCE|and|when|after|before)\b))")),
 ]
 
 _BEFORE_COMMON_ERA = re.compile(r"\s*(?:BCE?\b|B\.\s?C\.(?:E\.)?)")
@@ -86,8 +96,10 @@ _CENTURY_NAME = re.compile(r"\s+[A-Z]")
 _RANGE_JOIN = re.compile(r"^\s*(–|—|-|to|until|till|through|thru|and)\s*$", re.I)
 _RANGE_WORDS = {"–", "—", "-", "to", "until", "till", "through", "thru"}
 _RANGE_LEAD = re.compile(r"\b(from|between)\s+$", re.I)
-_APPROX_LEAD = re.compile(r"(?:\b(?:around|about|approximately|roughly|circa|c\.|ca\.|some\s*time\s+in)\s+|~\s*)$",
-                          re.I)
+_APPROX_WORDS = r"(?:\b(?:around|about|approximately|roughly|circa|c\.|ca\.|some\s*time\s+in)\s+|~\s*)"
+_APPROX_LEAD = re.compile(rf"{_APPROX_WORDS}$", re.I)
+#: A mention that starts with one of those words ("around 1870"): the text only hedges the date.
+HEDGED = re.compile(_APPROX_WORDS, re.I)
 
 
 @dataclass(frozen=True)
@@ -190,7 +202,7 @@ def _parse(kind: str, m: re.Match, text: str) -> DateMention | None:
         date, end, approx = str(first), str(last), True
         start = _extend_left(text, start, r"\bthe\s+$")
     elif kind in ("century", "century_word"):
-        n = int(g[1]) if kind == "century" else _ORDINAL_WORDS[g[1].lower()]
+        n = int(g[1]) if kind == "century" else _ORDINAL_WORDS[re.sub(r"\s", "", g[1].lower())]
         if not 1 <= n <= 21 or (m.group(0).endswith("Century") and _CENTURY_NAME.match(text, stop)):
             return None
         first, last = _part_of(100 * (n - 1), 100 * (n - 1) + 99, g[0])
@@ -214,6 +226,8 @@ def _parse(kind: str, m: re.Match, text: str) -> DateMention | None:
         if last <= year or last - year > 200:
             return None  # "1990-85" or "1200-2000" is no range of years
         date, end = str(year), str(last)
+    elif kind == "old_year":
+        date, start = _iso(int(g[0])), m.start(1)
     else:  # a bare year
         if not _looks_like_year(text, start, stop):
             return None
@@ -236,8 +250,8 @@ def _is_month(word: str, text: str, start: int, qualified: bool) -> bool:
 
 def _looks_like_year(text: str, start: int, stop: int) -> bool:
     """A bare four-digit number is a year unless a label precedes it or a unit follows it."""
-    before = re.findall(r"[\w#]+\.?", text[max(0, start - 20):start])
-    if before and before[-1].rstrip(".").lower() in _LABELS:
+    label = re.search(r"([\w#]+)\.?\s*$", text[max(0, start - 20):start])  # right before it: "room 1920"
+    if label and label.group(1).lower() in _LABELS:
         return False
     if re.search(r"[#№]\s*$", text[:start]):
         return False

@@ -1,5 +1,5 @@
 """Word tables the rules read: paraphrase classes of predicates, single-valued and repeatable events,
-exclusive states, units and currencies, months, region levels, place features; plus `_fold` and `_stem`.
+exclusive states, units and currencies, region levels, place features; plus `_fold` and `_stem`.
 
 Kept apart from the code so the vocabulary can be read and extended in one place; nothing here needs spaCy.
 """
@@ -270,12 +270,6 @@ _COUNT_CLASSES = _table({
     "population": "resident inhabitant people citizen person",
     "audience": "fan spectator attendee visitor people person",
 })
-
-_MONTHS = {m: i for i, names in enumerate([
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
-    ("november", "nov"), ("december", "dec")], start=1) for m in names}
-_SEASONS = {"spring": (3, 6), "summer": (6, 9), "autumn": (9, 12), "fall": (9, 12), "winter": (12, 15)}
 
 #: Places that contain cities: countries, continents, regions, US states, and the like. A city is never
 #: compared with one of these (we cannot tell whether it lies inside), only places of the same level.

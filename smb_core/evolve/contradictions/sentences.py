@@ -9,6 +9,7 @@ binding of each and replacing one (as the tests do) takes effect everywhere.
 
 from __future__ import annotations
 
+import calendar
 import datetime as _dt
 import itertools
 import os
@@ -21,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from smb_core.evolve import parses
+from smb_core.evolve import dates, parses
 from smb_core.evolve.contradictions.lexicon import (
     _ANTONYM_VERBS, _CATEGORY_NOUNS, _CLASSES, _COUNT_CLASSES, _CURRENCY_SYMBOLS, _CURRENCY_WORDS, _FIRST_MARKS,
-    _GENERIC_PERSON, _LIGHT_VERBS, _MONTHS, _MULTIPLIERS, _OCCUPATIONS, _ORDINALS, _PHRASES, _PRIVATIVE_HEADS,
-    _SEASONS, _STATES, _TITLES, _UNIQUE_MARKS, _UNITS, _VERSION_NOUNS, _WORD_NUMBERS, _fold, _stem,
+    _GENERIC_PERSON, _LIGHT_VERBS, _MULTIPLIERS, _OCCUPATIONS, _ORDINALS, _PHRASES, _PRIVATIVE_HEADS,
+    _STATES, _TITLES, _UNIQUE_MARKS, _UNITS, _VERSION_NOUNS, _WORD_NUMBERS, _fold, _stem,
 )
 
 
@@ -345,9 +346,9 @@ def _name_token(t) -> bool:
                                      not any(c.dep_ in ("nsubj", "nsubjpass") for c in t.head.children))):
         return True  # "Ledgerly charges ...": a product name the tagger took for an adverb
     if t.pos_ == "PROPN":
-        return t.text not in ("'s", "’s") and t.lower_ not in _MONTHS and not re.fullmatch(r"\d{4}", t.text)
+        return t.text not in ("'s", "’s") and t.lower_ not in dates.MONTHS and not re.fullmatch(r"\d{4}", t.text)
     # capitalised mid-sentence words the tagger called NOUN/ADJ (Codex, Accord, Aurore)
-    return (t.i > 0 and t.text[:1].isupper() and t.pos_ in ("NOUN", "ADJ") and t.lower_ not in _MONTHS
+    return (t.i > 0 and t.text[:1].isupper() and t.pos_ in ("NOUN", "ADJ") and t.lower_ not in dates.MONTHS
             and not t.is_sent_start and t.ent_type_ not in ("NORP", "DATE", "ORDINAL")
             and t.lemma_.lower() not in _CLASSES and t.lower_ not in _CLASSES)
 
@@ -387,109 +388,43 @@ def _surname_only(small: _Name, big: _Name) -> bool:
 
 # ---- dates ----------------------------------------------------------------------------------
 
-_M = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DATE_PATTERNS = [
-    ("day", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+(\d{{3,4}})\b", re.I)),
-    ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{3,4}})\b", re.I)),
-    ("month", re.compile(rf"\b(?:(early|mid|middle|late)[\s-]+)?({_M})\.?\s+(?:of\s+)?(\d{{3,4}})\b", re.I)),
-    ("season", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(spring|summer|autumn|fall|winter)\s+(?:of\s+)?"
-                          r"(\d{4})\b", re.I)),
-    ("decade", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(\d{3}0)s\b", re.I)),
-    ("century", re.compile(r"\b(?:(early|mid|middle|late)[\s-]+)?(\d{1,2})(?:st|nd|rd|th)[\s-]+century\b", re.I)),
-    ("year", re.compile(r"(?<![\d,.$€£:/-])(?:(early|mid|middle|late)[\s-]+)?(1\d{3}|20\d{2})(?![\d,.:/]\d|s\b|\d)",
-                        re.I)),
-    # years before 1000 only where they cannot be anything else: "died 875", "(973 – 1024)", "in 628."
-    ("oldyear", re.compile(r"(?:\b(?:born|died|b\.|d\.|c\.|ca\.|circa|in|since|until|after|before)\s+|\(\s*)"
-                           r"(\d{3})(?=\s*(?:[)–-]|,|;|\.(?!\d)|$|\s+(?:AD|BC|CE|BCE|and|when|after|before)\b))")),
-]
-
-
-def _ordinal_day(y: int, m: int, d: int) -> int:
-    m = max(1, min(12, m))
-    d = max(1, min(d, 28 if m == 2 else 30 if m in (4, 6, 9, 11) else 31))
-    return _dt.date(max(1, min(y, 9999)), m, d).toordinal()
-
-
-def _year_range(y0: int, y1: int) -> tuple[int, int]:
-    return _ordinal_day(y0, 1, 1), _ordinal_day(y1, 12, 31)
-
-
-def _part(range_: tuple[int, int], part: str | None) -> tuple[int, int]:
-    lo, hi = range_
-    if not part:
-        return lo, hi
-    third = (hi - lo) // 3
-    part = part.lower()
-    if part == "early":
-        return lo, lo + third + 31
-    if part == "late":
-        return hi - third - 31, hi
-    return lo + third - 31, hi - third + 31
-
-
 def _date_spans(doc) -> list[_DateSpan]:
-    """The dates the patterns find in the text, as ranges of days; no parse is read but to tell a year
-    from a count ("2000 people")."""
+    """The dates `dates.find_dates` finds in the sentence (the parser timelines use), as ranges of days.
+
+    A hedged date ("around 1870", "c. 1870") gets two years' slack either side and a vague period
+    ("spring 2020", "the early 1990s") a month's: the text does not pin them down, and two claims are
+    only in conflict when their dates cannot overlap. A bare year followed by a unit or a count noun
+    ("2000 metres", "2000 people") is a number; the parse tells the count nouns.
+    """
     text = doc.text
-    taken: list[tuple[int, int]] = []
     out: list[_DateSpan] = []
-    for kind, pattern in _DATE_PATTERNS:
-        for m in pattern.finditer(text):
-            if any(s < m.end() and m.start() < e for s, e in taken):
-                continue
-            g = m.groups()
-            if kind == "day":
-                y, mo, d = int(g[2]), _MONTHS[g[1].lower()], int(g[0])
-                lo = hi = _ordinal_day(y, mo, d)
-            elif kind == "mdy":
-                y, mo, d = int(g[2]), _MONTHS[g[0].lower()], int(g[1])
-                lo = hi = _ordinal_day(y, mo, d)
-            elif kind == "month":
-                y, mo = int(g[2]), _MONTHS[g[1].lower()]
-                if g[1].lower() == "may" and not g[0] and not re.search(r"\b(in|of|since|until|by|from|during)\s+$",
-                                                                        text[: m.start()], re.I):
-                    continue  # "may 2019" without a preposition is more likely the verb
-                lo, hi = _ordinal_day(y, mo, 1), _ordinal_day(y, mo, 31)
-                lo, hi = _part((lo, hi), g[0])
-            elif kind == "season":
-                y = int(g[2])
-                m0, m1 = _SEASONS[g[1].lower()]
-                # seasons differ by hemisphere and convention: allow a month either side
-                lo = _ordinal_day(y if m0 > 1 else y, max(1, m0 - 1), 1)
-                hi = _ordinal_day(y + (1 if m1 > 12 else 0), ((m1 - 1) % 12) + 1, 31)
-                if g[1].lower() == "winter":
-                    lo = _ordinal_day(y - 1, 11, 1)
-                    hi = _ordinal_day(y + 1, 3, 31)
-            elif kind == "decade":
-                y = int(g[1])
-                lo, hi = _part(_year_range(y, y + 9), g[0])
-            elif kind == "century":
-                c = int(g[1])
-                lo, hi = _part(_year_range((c - 1) * 100, (c - 1) * 100 + 99), g[0])
-            elif kind == "oldyear":
-                lo, hi = _year_range(int(g[0]), int(g[0]))
-                taken.append((m.start(1), m.end()))
-                out.append(_DateSpan(lo, hi, m.start(1), m.end(), g[0]))
-                continue
-            else:
-                y = int(g[1])
-                if not 1000 <= y <= 2100:
-                    continue
-                after = text[m.end():m.end() + 20].lower()
-                unit = re.match(r"\s*([a-z%°]+)", after)
-                if unit and (unit.group(1) in _UNITS or unit.group(1) in _CURRENCY_WORDS or
-                             _plural_count_noun(doc, m.end())):
-                    continue  # "1500 metres", "2000 people"
-                before = text[max(0, m.start() - 12):m.start()].lower()
-                if re.search(r"(version|v|release|model|no\.|number|route|#)\s*$", before):
-                    continue
-                lo, hi = _part(_year_range(y, y), g[0])
-            before = text[max(0, m.start() - 14):m.start()].lower()
-            if re.search(r"\b(c\.|ca\.|circa|around|about|approximately|roughly)\s*$", before):
-                lo, hi = lo - 730, hi + 730
-            taken.append((m.start(), m.end()))
-            out.append(_DateSpan(lo, hi, m.start(), m.end(), m.group(0)))
+    for d in dates.find_dates(text):
+        start = d.start
+        hedge = dates.HEDGED.match(text, start)
+        if hedge:
+            start = hedge.end()
+        expression = text[start:d.stop]
+        if re.fullmatch(r"\d{4}", expression) and _counted(doc, d.stop):
+            continue
+        lo, hi = _day(d.date, first=True), _day(d.end or d.date, first=False)
+        slack = 730 if hedge else 31 if d.approximate else 0
+        out.append(_DateSpan(max(1, lo - slack), hi + slack, start, d.stop, expression))
     return out
+
+
+def _day(iso: str, first: bool) -> int:
+    """The first or last day (proleptic ordinal) of an ISO date at its precision: '2019' -> 1 Jan or 31 Dec."""
+    parts = [int(p) for p in iso.split("-")]
+    year, month, day = parts[0], *parts[1:], *([None] * (3 - len(parts)))
+    month = month or (1 if first else 12)
+    day = day or (1 if first else calendar.monthrange(max(1, year), month)[1])
+    return _dt.date(max(1, min(year, 9999)), month, day).toordinal()
+
+
+def _counted(doc, char_end: int) -> bool:
+    """Whether the number ending at `char_end` is followed by a unit, a currency or a plural count noun."""
+    unit = re.match(r"\s*([a-z%°]+)", doc.text[char_end:char_end + 20].lower())
+    return bool(unit and (unit.group(1) in _UNITS or unit.group(1) in _CURRENCY_WORDS)) or _plural_count_noun(doc, char_end)
 
 
 def _dated(doc, d: _DateSpan) -> _Date:
