@@ -357,16 +357,24 @@ def test_running_again_neither_duplicates_nor_downgrades(bank, settings):
     assert kept.resolution == "explained" and kept.run_id == "cycle-1"
 
 
-def test_same_name_in_documents_about_different_subjects_is_not_a_contradiction(bank, settings):
+@pytest.mark.parametrize("title_a, a, title_b, b", [
+    ("John Smith (footballer)", "John Smith was born in 1950 in Leeds.",
+     "John Smith (politician)", "John Smith was born in 1962 in Ohio."),
+    # a place's title qualified by its region, beside the bare name (which may be either namesake)
+    ("Newbury", "Newbury was founded in 1079 by Ernulf de Hesdin.",
+     "Newbury, Ohio", "Newbury was founded in 1838 by settlers from Connecticut."),
+])
+def test_same_name_in_documents_about_different_subjects_is_not_a_contradiction(bank, settings, title_a, a,
+                                                                                 title_b, b):
     corpus = settings.kbmd_dir
-    write_doc(corpus, "smith-footballer.md", "# John Smith (footballer)\n\nJohn Smith was born in 1950 in Leeds.\n")
-    write_doc(corpus, "smith-politician.md", "# John Smith (politician)\n\nJohn Smith was born in 1962 in Ohio.\n")
+    write_doc(corpus, "first.md", f"# {title_a}\n\n{a}\n")
+    write_doc(corpus, "second.md", f"# {title_b}\n\n{b}\n")
     outcomes = ingest_sources(bank, scan(corpus), corpus)
     extract_sources(bank, [o.source_id for o in outcomes], get_extractor(settings))
     with bank.reading() as db:
         claim_ids = [c.id for c in db.list_objects(type="claim", limit=100)]
     assert len(claim_ids) == 2
-    assert judge("John Smith was born in 1950 in Leeds.", "John Smith was born in 1962 in Ohio.") is not None
+    assert judge(a, b) is not None
     assert find_contradictions(bank, claim_ids, run_id="cycle-1").contradictions == []
 
 

@@ -23,7 +23,9 @@ from smb_core.bank import Bank
 from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.evolve.contexts import context_vectors
-from smb_core.extract.base import QUALIFIER, blocking_keys, exact_key, normalise_name, partner_keys
+from smb_core.extract.base import (
+    QUALIFIER, blocking_keys, exact_key, normalise_name, partner_keys, split_qualifier,
+)
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
@@ -200,9 +202,11 @@ def _generic_name(name: str) -> bool:
     return bool(words) and all(_singular(w) in _GENERIC_NAME_WORDS or w in _GENERIC_NAME_WORDS for w in words)
 
 
-def _words(name: str) -> list[str]:
-    """The normalised words of a name without its parenthesised qualifier ("Algiers (film)" -> algiers)."""
-    return normalise_name(QUALIFIER.sub("", name)).split()
+@lru_cache(maxsize=500_000)
+def _words(name: str) -> tuple[str, ...]:
+    """The normalised words of a name without its parenthesised qualifier ("Algiers (film)" -> algiers);
+    cached: a pair's names are split for several signals."""
+    return tuple(normalise_name(QUALIFIER.sub("", name)).split())
 
 
 def _same_word(x: str, y: str, person: bool = False) -> bool:
@@ -364,9 +368,6 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
     return [unique[key] for key in sorted(unique)]
 
 
-_TITLE_QUALIFIER = re.compile(r"^(?P<name>.*?)\s*\((?P<qualifier>[^)]*)\)\s*$|^(?P<place>[^,]+),\s*(?P<region>.+)$")
-
-
 def _title_qualifier(name: str, doc_titles: list[str | None]) -> str | None:
     """The qualifier in the title of a document about the object of this name: "footballer" for John
     Whitcombe in "John Whitcombe (footballer)", "berkshire" for Newbury in "Newbury, Berkshire". Such
@@ -374,7 +375,7 @@ def _title_qualifier(name: str, doc_titles: list[str | None]) -> str | None:
     alike their names and sentences. None when no document is titled by the name with a qualifier."""
     key = normalise_name(QUALIFIER.sub("", name))
     for title in doc_titles:
-        split = _split_qualifier(title or "")
+        split = split_qualifier(title or "")
         if split and split[0] == key:
             return split[1]
     return None
@@ -458,21 +459,12 @@ def _different_full_names(a: str, b: str) -> bool:
     (footballer)" / "John Whitcombe (politician)")."""
     if a == b:
         return False
-    qa, qb = _split_qualifier(a), _split_qualifier(b)
+    qa, qb = split_qualifier(a), split_qualifier(b)
     if qa and qb and qa[0] == qb[0]:
         return qa[1] != qb[1]
     if bool(qa) != bool(qb) and (qa or qb)[0] == normalise_name(b if qa else a):
         return False  # "Newbury" beside "Newbury, Berkshire": a bare mention may be either namesake
     return name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
-
-
-def _split_qualifier(name: str) -> tuple[str, str] | None:
-    """(name, qualifier) of "John Whitcombe (footballer)" or "Newbury, Berkshire", normalised; the
-    qualifier without spaces, so that "Washington, D.C." and "Washington, DC" have the same."""
-    m = _TITLE_QUALIFIER.match(name)
-    if not m:
-        return None
-    return normalise_name(m["name"] or m["place"]), exact_key(m["qualifier"] or m["region"]).replace(" ", "")
 
 
 def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[dict[str, str], dict[str, set[str]]]:
@@ -565,7 +557,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
         if not joining and not any(o.id in redirected_of for o in objs):
             continue  # links between members it already has: nothing to rewrite
-        canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if _TITLE_QUALIFIER.match(n)))
+        canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if split_qualifier(n)))
         canonical_objects.append(canonical)
         for member in joining:
             member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id

@@ -68,6 +68,20 @@ def exact_key(name: str) -> str:
     return normalise_name(name.replace("&", " and "))
 
 
+#: A title that tells namesakes apart: "John Whitcombe (footballer)", "Newbury, Berkshire".
+_TITLE_QUALIFIER = re.compile(r"^(?P<name>.*?)\s*\((?P<qualifier>[^)]*)\)\s*$|^(?P<place>[^,]+),\s*(?P<region>.+)$")
+
+
+def split_qualifier(title: str) -> tuple[str, str] | None:
+    """(name, qualifier) of "John Whitcombe (footballer)" or "Newbury, Berkshire", normalised; the
+    qualifier without spaces, so that "Washington, D.C." and "Washington, DC" have the same. None for a
+    title without one."""
+    m = _TITLE_QUALIFIER.match(title)
+    if not m:
+        return None
+    return normalise_name(m["name"] or m["place"]), exact_key(m["qualifier"] or m["region"]).replace(" ", "")
+
+
 #: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
 _SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
 
