@@ -239,6 +239,43 @@ def test_two_groups_joining_one_canonical_object_in_a_cycle_are_both_listed(bank
     assert member_list_mismatches(bank) == []
 
 
+def test_a_new_mention_naming_two_canonical_objects_of_earlier_cycles_makes_them_one(bank: Bank) -> None:
+    def org(doc: str, name: str, context: str, aliases: tuple = ()) -> Entity:
+        return _entity(doc, name, "organization", context).model_copy(update={"aliases": list(aliases)})
+
+    full = [org("src-a", "Halvard Marine Systems", "Halvard Marine Systems was founded in Bergen in 1911."),
+            org("src-b", "Halvard Marine Systems", "Halvard Marine Systems employs 800 people in Norway.")]
+    short = [org("src-c", "HMS", "HMS launched the research vessel Polar Tern in 2019."),
+             org("src-d", "HMS", "HMS launched the research vessel Polar Tern from its yard in 2019.")]
+    first = _merged_groups(bank, full + short)
+    assert first == sorted([sorted(o.id for o in full), sorted(o.id for o in short)])  # nothing says they are one
+    with bank.reading() as db:
+        before = {o.id: o for o in db.list_objects(type="canonical_entity", limit=10)}
+    # a later document gives both names at once: in one cycle with the others, all five would be one group
+    later = org("src-e", "Halvard Marine Systems", "Halvard Marine Systems (HMS) launched the research vessel "
+                "Polar Tern in 2019.", ("HMS",))
+    bank.write([later])
+    result = merge.merge(bank, open_cycle(bank, "cycle-00002", "run-2"), [later.id])
+    assert result.absorbed == 1
+    with bank.reading() as db:
+        canonical = db.list_objects(type="canonical_entity", limit=10)
+        (survivor,) = [c for c in canonical if c.status == Status.ACTIVE]
+        (absorbed,) = [c for c in canonical if c.status == Status.MERGED]
+        assert absorbed.merged_into == survivor.id
+        assert sorted(survivor.members) == sorted(o.id for o in full + short + [later])
+        assert {survivor.title, *survivor.aliases} >= {"HMS", "Halvard Marine Systems"}
+        assert all(m.merged_into == survivor.id for m in db.get_objects(survivor.members).values())
+    assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == [] and dangling_references(bank) == []
+    assert bank.check_consistency()["consistent"]
+    # undoing the survivor's merges gives the absorbed object back, with the members it had
+    merge.undo_merge(bank, survivor.id)
+    with bank.reading() as db:
+        again = db.get_object(absorbed.id)
+        assert again.status == Status.ACTIVE and again.merged_into is None
+        assert all(m.merged_into == absorbed.id for m in db.get_objects(before[absorbed.id].members).values())
+    assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == []
+
+
 def test_a_lone_surname_joins_the_one_full_name_of_its_document(bank: Bank) -> None:
     objects = [
         _entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics."),

@@ -54,6 +54,7 @@ class MergeResult:
     merged_members: int = 0
     groups: int = 0
     redirected_edges: int = 0
+    absorbed: int = 0  # canonical objects of earlier cycles joined into another by a new mention
 
 
 #: Kind pairs that NER rarely confuses: such a pair is a homonym, not one thing mislabelled.
@@ -506,14 +507,6 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         members = db.get_objects(sorted({m for g in groups for m in g}))
         existing_ids = sorted({m.merged_into for m in members.values() if getattr(m, "merged_into", None)})
         existing = {i: o for i, o in db.get_objects(existing_ids).items() if o.status == Status.ACTIVE}
-        edge_rows = db.sql("SELECT id, head, tail, edge_type, weight, object_id FROM edges "
-                           "WHERE head IN (SELECT unnest($ids)) OR tail IN (SELECT unnest($ids))",
-                           {"ids": sorted(members)})
-    edges_of: dict[str, list[tuple]] = defaultdict(list)
-    for row in edge_rows:
-        edges_of[row[1]].append(row)
-        if row[2] != row[1]:
-            edges_of[row[2]].append(row)
     # A group's claim on an existing canonical object is its best pair with a member of one; the strongest
     # claim joins first (only groups reaching the same object compete, see below).
     claim: dict[str, float] = defaultdict(float)
@@ -522,17 +515,34 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             claim[a], claim[b] = max(claim[a], score), max(claim[b], score)
     joined: dict[str, tuple[MemoryObject | None, dict]] = {}  # canonical id -> (prior object, members by id)
     names_joined: dict[str, set[str]] = defaultdict(set)  # canonical id -> the full names its groups bring
+    absorbed_into: dict[str, str] = {}  # canonical id of an earlier cycle -> the one it joins in this cycle
 
     def names_of(objs: list[MemoryObject]) -> set[str]:  # the full names a group brings
         return set().union(*(full_names.get(o.id, ()) for o in objs))
 
+    def resolve(cid: str | None) -> str | None:  # the canonical object this one is, after absorptions
+        while cid in absorbed_into:
+            cid = absorbed_into[cid]
+        return cid
+
+    def canonical_of_member(obj: MemoryObject) -> str | None:  # its active canonical object, if any
+        cid = resolve(getattr(obj, "merged_into", None))
+        return cid if cid in existing else None
+
     for group in sorted(groups, key=lambda g: (-max(claim[m] for m in g), min(g))):
         objs = sorted((members[m] for m in group if m in members), key=lambda o: (-o.mentions, o.id))
-        prior = next((existing[o.merged_into] for o in objs if getattr(o, "merged_into", None) in existing), None)
+        priors = list(dict.fromkeys(c for c in map(canonical_of_member, objs) if c))
+        prior = existing[priors[0]] if priors else None
+        for other in priors[1:]:
+            # A new mention pairs with members of two canonical objects of earlier cycles: had they all
+            # come in one cycle, the pairs would have made one group, so the two become one, unless one
+            # is a sense a split made (re-joining it would undo the split).
+            if not (getattr(prior, "sense", "") or getattr(existing[other], "sense", "")):
+                absorbed_into[other] = prior.id
+                names_joined[prior.id] |= names_joined.pop(other, set())
         # A member of another active canonical object stays there: moving it would leave that object's
         # member list naming it, and would pull mentions out of the senses a split made.
-        objs = [o for o in objs if getattr(o, "merged_into", None) not in existing
-                or o.merged_into == (prior.id if prior else None)]
+        objs = [o for o in objs if canonical_of_member(o) in (None, prior.id if prior else None)]
         parts = [(objs, prior)]
         if prior and any(_different_full_names(x, y) for x in names_joined[prior.id] for y in names_of(objs)):
             # Two groups `_groups` kept apart reach one canonical object through different members ("RB"
@@ -548,16 +558,39 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             names_joined[canonical_id] |= names_of(part)
             # two groups can join one canonical object (through different members): it is written once
             joined.setdefault(canonical_id, (part_prior, {}))[1].update((o.id, o) for o in part)
+    absorbed = {cid: existing[cid] for cid in absorbed_into}
+    survivor_of = {cid: resolve(cid) for cid in absorbed}
+    for cid in [c for c in joined if c in absorbed]:  # a group joined it before a later one absorbed it
+        _, objs = joined.pop(cid)
+        joined.setdefault(survivor_of[cid], (existing[survivor_of[cid]], {}))[1].update(objs)
+    with bank.reading() as db:
+        # every member of an absorbed object moves to the survivor, not only those the new pairs reached
+        moving = db.get_objects(sorted({m for c in absorbed.values() for m in c.members} - set(members)))
+        members.update(moving)
+        edge_rows = db.sql("SELECT id, head, tail, edge_type, weight, object_id FROM edges "
+                           "WHERE head IN (SELECT unnest($ids)) OR tail IN (SELECT unnest($ids))",
+                           {"ids": sorted({*members, *absorbed})})
+    for cid, obj in absorbed.items():
+        survivor = survivor_of[cid]
+        part = [members[m] for m in obj.members if m in members and getattr(members[m], "merged_into", None) == cid]
+        joined.setdefault(survivor, (existing[survivor], {}))[1].update((o.id, o) for o in part)
+    moved_from = {m.id: m.merged_into for m in members.values() if getattr(m, "merged_into", None) in absorbed}
+    edges_of: dict[str, list[tuple]] = defaultdict(list)
+    for row in edge_rows:
+        edges_of[row[1]].append(row)
+        if row[2] != row[1]:
+            edges_of[row[2]].append(row)
     plans = [(sorted(objs.values(), key=lambda o: (-o.mentions, o.id)), prior, cid)
              for cid, (prior, objs) in joined.items()]
-    canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)}
+    canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)} | survivor_of
     new_edges, removed, redirected_of = _redirect(canonical_of, edges_of)
     canonical_objects, updated_members, records = [], [], []
     for objs, prior, canonical_id in plans:
         joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
         if not joining and not any(o.id in redirected_of for o in objs):
             continue  # links between members it already has: nothing to rewrite
-        canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if split_qualifier(n)))
+        taken = [c for c in absorbed.values() if survivor_of[c.id] == canonical_id]
+        canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if split_qualifier(n)), taken)
         canonical_objects.append(canonical)
         for member in joining:
             member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
@@ -566,15 +599,21 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         new_edges.extend(Edge.between(canonical.id, o.id, EdgeType.DERIVES_FROM) for o in objs)
         for member in sorted({o.id for o in joining} | {o.id for o in objs if o.id in redirected_of}):
             score, sig = signals.get(member, (1.0, {}))
-            records.append((cycle.key, canonical.id, member, score, json.dumps(sig)))
+            records.append((cycle.key, canonical.id, member, score, json.dumps(sig), moved_from.get(member)))
+    for obj in absorbed.values():
+        survivor = survivor_of[obj.id]
+        obj.status, obj.merged_into, obj.run_id = Status.MERGED, survivor, cycle.run_id
+        obj.status_reason = f"joined {survivor} in {cycle.key}: a new mention named both"
+        records.append((cycle.key, survivor, obj.id, 1.0, json.dumps({"absorbed": True}), None))
     bank.write(canonical_objects, new_edges, run_id=cycle.run_id)
-    bank.update_objects(updated_members)
+    bank.update_objects(updated_members + list(absorbed.values()))
     bank.remove_edges([(r["head"], r["tail"], r["id"]) for r in removed])
     with bank.writing() as db:
-        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "redirected_edges"],
+        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
                        [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
     result.canonical, result.groups = canonical_objects, len(canonical_objects)
     result.merged_members, result.redirected_edges = len(updated_members), len(removed)
+    result.absorbed = len(absorbed)
     return result
 
 
@@ -599,23 +638,28 @@ def _redirect(canonical_of: dict[str, str], edges_of: dict[str, list[tuple]]):
 
 
 def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycle,
-               qualified: list[str] = ()) -> MemoryObject:
+               qualified: list[str] = (), absorbed: list[MemoryObject] = ()) -> MemoryObject:
     """The canonical object of a group: the most mentioned name, everything else as aliases, with the
-    titles that tell it from its namesakes (`qualified`), which later cycles check new members against."""
+    titles that tell it from its namesakes (`qualified`), which later cycles check new members against.
+    Canonical objects it absorbs (`absorbed`) bring their names, tags and confidence; their members are
+    among `objs`."""
     lead = objs[0]
     title = prior.title if prior else lead.title
+    earlier = [o for o in (prior, *absorbed) if o is not None]
     members = sorted({*(prior.members if prior else []), *(o.id for o in objs)})
-    aliases = sorted({n for o in objs for n in [o.title, *getattr(o, "aliases", [])]} - {lead.title}
-                     | set(prior.aliases if prior else []) | (set(qualified) - {title}))
+    aliases = sorted(({n for o in objs for n in [o.title, *getattr(o, "aliases", [])]}
+                      | {n for o in earlier for n in [o.title, *o.aliases]} | set(qualified)) - {title})
     fields = dict(
         title=title,
         description=lead.description,
         aliases=aliases[:50],
-        mentions=sum(o.mentions for o in objs) + (prior.mentions if prior else 0),
+        # a member already in `prior` is counted in prior.mentions
+        mentions=sum(o.mentions for o in objs if not prior or getattr(o, "merged_into", None) != prior.id)
+        + (prior.mentions if prior else 0),
         members=members,
-        confidence=max([o.confidence for o in objs] + ([prior.confidence] if prior else [])),
-        source_ids=sorted({s for o in objs for s in o.source_ids} | set(prior.source_ids if prior else [])),
-        tags=sorted({t for o in objs for t in o.tags if t != "document-subject"} | set(prior.tags if prior else [])),
+        confidence=max([o.confidence for o in objs] + [o.confidence for o in earlier]),
+        source_ids=sorted({s for o in objs for s in o.source_ids} | {s for o in earlier for s in o.source_ids}),
+        tags=sorted({t for o in objs for t in o.tags if t != "document-subject"} | {t for o in earlier for t in o.tags}),
         derived_from=members,
         run_id=cycle.run_id,
     )
@@ -651,19 +695,25 @@ def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
 
 
 def undo_merge(bank: Bank, canonical_id: str) -> int:
-    """Restore the members of a canonical object and their original edges; returns members restored."""
+    """Restore the members of a canonical object and their original edges; returns members restored.
+    A canonical object it absorbed is active again, with the members it had."""
     with bank.reading() as db:
-        rows = db.sql("SELECT member, redirected_edges FROM merges WHERE survivor = ? AND NOT undone", [canonical_id])
+        rows = db.sql("SELECT member, redirected_edges, moved_from FROM merges WHERE survivor = ? AND NOT undone",
+                      [canonical_id])
         members = db.get_objects([r[0] for r in rows])
         canonical = db.get_object(canonical_id)
         current_edges = db.sql("SELECT head, tail, id FROM edges WHERE head = ? OR tail = ?",
                                [canonical_id, canonical_id])
     restored_edges = {}
-    for _, blob in rows:
+    for _, blob, _ in rows:
         for e in json.loads(blob):
             restored_edges[e["id"]] = Edge(id=e["id"], head=e["head"], tail=e["tail"], edge_type=e["edge_type"],
                                            weight=e["weight"], object_id=e["object_id"])
+    moved_from = {member: previous for member, _, previous in rows if previous}
     for member in members.values():
+        if member.id in moved_from:  # back to the canonical object it was in before an absorption
+            member.merged_into, member.status_reason = moved_from[member.id], f"absorption into {canonical_id} undone"
+            continue
         member.status, member.merged_into, member.status_reason = Status.ACTIVE, None, f"merge into {canonical_id} undone"
     bank.remove_edges([tuple(r) for r in current_edges])
     bank.update_objects(list(members.values()))

@@ -38,6 +38,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "new_entities_and_concepts": len(new_ids),
         "merge_groups": merged.groups,
         "merged": merged.merged_members,
+        "canonical_absorbed": merged.absorbed,
         "redirected_edges": merged.redirected_edges,
         "split": len({e.head for e in split_edges}),
         "senses": len(subs),

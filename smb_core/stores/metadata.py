@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS merges (
     cycle VARCHAR, survivor VARCHAR NOT NULL, member VARCHAR NOT NULL, score DOUBLE, signals JSON,
     redirected_edges JSON, undone BOOLEAN DEFAULT false, recorded_at TIMESTAMPTZ DEFAULT now()
 );
+ALTER TABLE merges ADD COLUMN IF NOT EXISTS moved_from VARCHAR;
 CREATE TABLE IF NOT EXISTS reinforcements (
     object_id VARCHAR NOT NULL, cycle VARCHAR NOT NULL, new_sources INTEGER, before DOUBLE, after DOUBLE,
     recorded_at TIMESTAMPTZ DEFAULT now(), PRIMARY KEY (object_id, cycle)
