@@ -116,6 +116,8 @@ COMPATIBLE = [
     # ... and so its end is November's too: the release came before the cancellation
     ("other_time", "1961 : 'Starfall Saga' was released in November 1961.",
      "'Starfall Saga' was cancelled on 5 December 1961."),
+    # an era marker names no place
+    ("era", "Cleomenes II died in 309 BC.", "Cleomenes II died in AD 309."),
     # a range is one span of time, not its two ends
     ("within_range", "The Orvieto Observatory was founded between 1872 and 1876.",
      "The Orvieto Observatory was founded in 1874."),

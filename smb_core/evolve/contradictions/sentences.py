@@ -329,7 +329,13 @@ def _names(doc) -> list[_Name]:
     return out
 
 
+#: Era markers, which the tagger often calls proper nouns: "died in 309 BC" names no place.
+_ERAS = {"BC", "BCE", "AD", "CE", "B.C.", "A.D.", "B.C.E.", "C.E."}
+
+
 def _name_token(t) -> bool:
+    if t.text in _ERAS:
+        return False
     if t.i > 0 and t.doc[t.i - 1].text.startswith("°"):
         return False  # the C of "78 °C"
     if t.ent_type_ in ("NORP", "LANGUAGE") and (t.pos_ == "ADJ" or re.search(r"(an|ese|ish|ic|i|ch)$", t.lower_)):
