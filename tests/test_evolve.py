@@ -9,7 +9,7 @@ import pytest
 
 from smb_core.bank import Bank
 from smb_core.corpus import scan
-from smb_core.evolve import merge, split, taxonomy
+from smb_core.evolve import merge, semantic, split, taxonomy
 from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count, retire_stale
 from smb_core.extract.base import blocking_keys, partner_keys
@@ -447,6 +447,76 @@ def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     assert member_list_mismatches(bank) == [f"{other.id} lists {mention.id}, which is not merged into it"]
     assert merge.repair_member_lists(bank, later) == 1
     assert member_list_mismatches(bank) == []
+
+
+SPEC_DOCS = [
+    # one name in two clearly different senses (storage engines, chat agents) and a stray third
+    "Compaction merges small immutable storage segments into larger segment files on disk.",
+    "Compaction rewrites segment files and drops deleted rows from the storage engine.",
+    "During compaction the storage engine merges segments and reclaims disk space.",
+    "Compaction summarises the conversation history of the chat agent to fit its context window.",
+    "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
+    "The assistant applies compaction to old chat messages so the prompt stays short.",
+    "Heavy tractors cause compaction of farm soil, which lowers crop yields.",
+    # the same concepts under other surface forms (plural, spacing) in other documents
+    "Our search team chose a vector database for semantic retrieval of product photos.",
+    "The startup sells vector databases to insurers and regional banks.",
+    "Engineers benchmarked a vector database against a classic search engine on recall and latency.",
+    "The fraud team chose a graph database for its network of shared devices and addresses.",
+    "Analysts moved the supplier records to graph databases after the audit.",
+    "The payroll office runs a relational database with strict schemas and nightly backups.",
+    "Most accounting systems still run on relational databases with stored procedures.",
+    "The web tier uses a key-value store for session tokens and shopping carts.",
+    "The platform keeps user profiles in key value stores behind a write-through cache.",
+    "Every application needs a database, a backup plan and a monitoring dashboard.",
+    "The old database was restored from a snapshot after the power failure.",
+    "The search team built an inverted index over the product catalogue and the help pages.",
+    "Modern search engines keep inverted indexes in memory for low latency.",
+    "The chatbot relies on a language model for its answers to customer questions.",
+    "Researchers compared three language models on the bar exam and the medical licensing exam.",
+    "The retrieval service uses an embedding model for every incoming query.",
+    "The lab trained two embedding models on legal contracts and court rulings.",
+    "The agent consults a knowledge graph before it answers a question about suppliers.",
+    "The archive team built knowledge graphs from old newspapers and parish registers.",
+    "The operations team measured query latency, disk throughput and cache hit rates every night.",
+    "The on-call engineer traced the outage to a misconfigured load balancer and an expired certificate.",
+    "The data team publishes a weekly report on storage costs, error budgets and service levels.",
+]
+
+
+def test_a_cycle_over_100_concepts_merges_duplicates_splits_the_overloaded_and_builds_the_taxonomy(
+        bank: Bank, settings) -> None:
+    """The specification's case: one cycle of the semantic layer over 100+ concept mentions, some
+    duplicates under other surface forms and one overloaded name."""
+    for i, sentence in enumerate(SPEC_DOCS):
+        write_doc(settings.kbmd_dir, f"doc-{i:02d}.md", f"# Note {i}\n\n{sentence}\n")
+    _ingest(bank, settings.kbmd_dir)
+    with bank.reading() as db:
+        assert db.sql("SELECT count(*) FROM objects WHERE type = 'concept'")[0][0] >= 100
+    semantic.run(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        canonical = {c.title: c for c in db.list_objects(type="canonical_concept", limit=1000)}
+        members = db.get_objects([m for c in canonical.values() for m in c.members])
+        kinds = {k.title for k in db.list_objects(type="taxonomy", limit=1000)}
+        contains = set(db.sql("SELECT h.title, t.title FROM edges e JOIN objects h ON h.id = e.head "
+                              "JOIN objects t ON t.id = e.tail WHERE e.edge_type = 'contains'"))
+        evolves = set(db.sql("SELECT head, tail FROM edges WHERE edge_type = 'evolves_into'"))
+    # duplicates: one canonical object each, whatever the number or spacing
+    for name, forms in {"vector database": {"vector database", "vector databases"},
+                        "relational database": {"relational database", "relational databases"},
+                        "key-value store": {"key-value store", "key value stores"},
+                        "language model": {"language model", "language models"},
+                        "knowledge graphs": {"knowledge graph", "knowledge graphs"}}.items():
+        assert {members[m].title for m in canonical[name].members} == forms, name
+    # the overloaded name is split into its senses, each linked from it
+    compaction = canonical["compaction"]
+    assert compaction.status == Status.SPLIT
+    senses = [c for c in canonical.values() if c.sense and set(c.members) <= set(compaction.members)]
+    assert len(senses) == 2 and {(compaction.id, s.id) for s in senses} <= evolves
+    # the taxonomy: narrower kinds under their head noun
+    assert "Kinds of database" in kinds
+    assert {("database", "vector database"), ("database", "relational database")} <= contains
+    assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == [] and dangling_references(bank) == []
 
 
 def test_taxonomy_from_head_nouns_and_is_a_claims(bank: Bank) -> None:
