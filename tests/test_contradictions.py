@@ -121,7 +121,8 @@ COMPATIBLE = [
     # a range is one span of time, not its two ends
     ("within_range", "The Orvieto Observatory was founded between 1872 and 1876.",
      "The Orvieto Observatory was founded in 1874."),
-    ("within_range", "The Treaty of Ostrova was signed in 1709–1712.", "Delegates signed the Treaty of Ostrova in 1710."),
+    ("within_range", "The Treaty of Ostrova was signed in 1709–1712.",
+     "Delegates signed the Treaty of Ostrova in 1710."),
 ]
 
 

@@ -67,8 +67,8 @@ _PATTERNS = [
                                  rf"(\d{{1,2}})(?:st|nd|rd|th)?\s+({_M})\.?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
     ("dmy", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
     ("mdy", re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_MONTH_YEAR}(?!\d)", re.I)),
-    ("month_range", re.compile(rf"\b({_M})\.?\s*(?:–|—|-|to|until|through)\s*({_M})\.?,?\s+(?:of\s+)?{_MONTH_YEAR}(?!\d)",
-                               re.I)),
+    ("month_range", re.compile(rf"\b({_M})\.?\s*(?:–|—|-|to|until|through)\s*({_M})\.?,?\s+(?:of\s+)?"
+                               rf"{_MONTH_YEAR}(?!\d)", re.I)),
     ("month", re.compile(rf"\b(?:({_PART})[\s-]+)?({_M})\.?,?\s+(?:of\s+)?{_MONTH_YEAR}(?!\d)", re.I)),
     ("season", re.compile(rf"\b(?:({_PART})[\s-]+)?(spring|summer|autumn|fall|winter)\s+(?:of\s+)?{_YEAR}\b",
                           re.I)),

@@ -659,7 +659,8 @@ def _canonical(objs: list[MemoryObject], prior: MemoryObject | None, cycle: Cycl
         members=members,
         confidence=max([o.confidence for o in objs] + [o.confidence for o in earlier]),
         source_ids=sorted({s for o in objs for s in o.source_ids} | {s for o in earlier for s in o.source_ids}),
-        tags=sorted({t for o in objs for t in o.tags if t != "document-subject"} | {t for o in earlier for t in o.tags}),
+        tags=sorted({t for o in objs for t in o.tags if t != "document-subject"}
+                    | {t for o in earlier for t in o.tags}),
         derived_from=members,
         run_id=cycle.run_id,
     )

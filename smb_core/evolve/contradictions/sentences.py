@@ -430,7 +430,9 @@ def _day(iso: str, first: bool) -> int:
 def _counted(doc, char_end: int) -> bool:
     """Whether the number ending at `char_end` is followed by a unit, a currency or a plural count noun."""
     unit = re.match(r"\s*([a-z%°]+)", doc.text[char_end:char_end + 20].lower())
-    return bool(unit and (unit.group(1) in _UNITS or unit.group(1) in _CURRENCY_WORDS)) or _plural_count_noun(doc, char_end)
+    if unit and (unit.group(1) in _UNITS or unit.group(1) in _CURRENCY_WORDS):
+        return True
+    return _plural_count_noun(doc, char_end)
 
 
 def _dated(doc, d: _DateSpan) -> _Date:
