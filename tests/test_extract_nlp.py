@@ -8,7 +8,7 @@ import pytest
 
 from smb_core.extract.base import Extraction, normalise_name
 from smb_core.extract.markdown_text import plain_text
-from smb_core.extract.nlp import NLPExtractor
+from smb_core.extract.nlp import NLPExtractor, defined_acronyms
 from smb_core.model import Claim, EdgeType, Entity, EntityKind, SourceDocument
 
 TEXT = """\
@@ -87,6 +87,33 @@ def test_a_title_with_a_qualifier_keeps_its_closing_bracket():
     text = "# The Long Winter (1954 film)\n\nThe Long Winter is a 1954 Western film directed by Carl Dunmore.\n"
     titles = {e.title for e in NLPExtractor().extract(_doc(text, "The Long Winter (1954 film)", "src-w"), text).entities}
     assert "The Long Winter (1954 film)" in titles, titles
+
+
+def test_an_acronym_the_document_defines_is_another_name_of_the_same_entity():
+    text = ("# Tellmark Wind Consortium\n\nThe Tellmark Wind Consortium (TWC) is building an offshore wind farm "
+            "off the Danish coast. TWC hired 40 engineers in Esbjerg.\n")
+    entities = NLPExtractor().extract(_doc(text, "Tellmark Wind Consortium", "src-twc"), text).entities
+    (consortium,) = [e for e in entities if "TWC" in (e.title, *e.aliases)]
+    assert consortium.title == "Tellmark Wind Consortium" and "document-subject" in consortium.tags
+    # the title alone says nothing: the sentence that defines the acronym is the entity's context
+    assert consortium.description.startswith("The Tellmark Wind Consortium (TWC) is building")
+    assert consortium.mentions >= 3
+    # where NER cuts the name open at the bracket, the name is kept without it
+    text = "# Venues\n\nThe International Conference on Similarity Search (ICSS) is the main academic venue.\n"
+    titles = {e.title for e in NLPExtractor().extract(_doc(text, "Venues", "src-icss"), text).entities}
+    assert "The International Conference on Similarity Search" in titles and not any("(" in t for t in titles)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("The Department of Energy (DOE) funds the lab.", {"doe": "department of energy"}),
+    ("Retrieval Augmented Generation (RAG) grounds answers.", {"rag": "retrieval augmented generation"}),
+    ("John Smith (footballer) scored twice.", {}),  # a qualifier, not an acronym
+    ("He moved to Paris (France) in 1990.", {}),
+    # defined two ways in one document: neither is trusted
+    ("Sandbox Studios (SS) and Silver Screen (SS) merged.", {}),
+])
+def test_defined_acronyms(text, expected):
+    assert defined_acronyms(text) == expected
 
 
 def test_a_hyphenated_word_in_a_concept_stays_one_word():

@@ -1,7 +1,8 @@
 """Extraction without an LLM: spaCy named entities, noun-phrase concepts, dependency-parsed claims.
 
 - Entities: spaCy NER mapped to person/organization/place/date/work/other; the document's title
-  (its `#` heading) is also an entity, the subject the document is about.
+  (its `#` heading) is also an entity, the subject the document is about. An acronym the document
+  defines ("the Tellmark Wind Consortium (TWC)") is another name of that entity, not a second one.
 - Concepts: noun phrases headed by a common noun, lemmatised so "vector indexes" = "vector index".
 - Claims: sentences with a finite verb and a subject; a pronoun subject is resolved to the last
   person named before it, or to the document's subject.
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 
@@ -49,6 +51,10 @@ _EDGE_BY_VERB = {
 _NAME_LABELS = {"PERSON", "ORG", "GPE", "LOC", "FAC", "WORK_OF_ART", "PRODUCT", "EVENT", "NORP", "LAW", "LANGUAGE"}
 _PRONOUNS = {"he", "she", "it", "they", "his", "her", "its", "their", "him", "them", "this", "these"}
 _MAX_CONCEPTS = 12
+#: Capitalised words then an acronym in parentheses: "Tellmark Wind Consortium (TWC)".
+_MINOR_WORDS = {"of", "for", "and", "the", "on", "in", "at", "to", "de", "&"}
+_DEFINED_ACRONYM = re.compile(r"((?:[A-Z][\w'’.-]*\s+(?:(?:" + "|".join(sorted(_MINOR_WORDS)) + r")\s+)*){2,10})"
+                              r"\(\s*([A-Z][A-Za-z&]{1,7})\s*\)")
 
 _nlp = None
 _nlp_lock = threading.Lock()
@@ -68,7 +74,7 @@ def load_spacy():
 class NLPExtractor:
     name = "nlp"
     #: Bump when extraction rules change, so already extracted versions are extracted again.
-    version = "nlp-3"
+    version = "nlp-4"
 
     def extract(self, doc: SourceDocument, text: str) -> Extraction:
         return self.extract_many([(doc, text)])[0]
@@ -95,6 +101,7 @@ class _DocumentExtraction:
         self.relationships: dict[str, Relationship] = {}
         self.edges: dict[str, Edge] = {}
         self.tags = list(dict.fromkeys(["nlp", *doc.tags]))
+        self.acronyms = defined_acronyms(text)  # acronym key -> the key of the name it abbreviates
 
     def run(self) -> Extraction:
         subject = self._title_entity()
@@ -169,6 +176,9 @@ class _DocumentExtraction:
         if name.startswith("(") and name.endswith(")"):
             name = name[1:-1]
         if name.count("(") != name.count(")"):  # a bracket NER cut off, not a title's "(1954 film)"
+            head, bracket, tail = name.rpartition("(")
+            # "The Open Retrieval Consortium (ORC": the name, without the acronym NER cut open
+            name = head if bracket and ")" not in tail and head.strip() else name
             name = name.strip(" .,;:'\"()")
         if name.count('"') == 1:  # NER cut a quoted name open: 'the "Lumen Office Hours' is Lumen Office Hours
             before, _, after = name.partition('"')
@@ -176,6 +186,8 @@ class _DocumentExtraction:
         key = normalise_name(name)
         if len(key) < 2 or key.isdigit():
             return None
+        defined = key in self.acronyms
+        key = self.acronyms.get(key, key)
         span = make_span(self.doc, self.text, start, end) if start is not None else None
         entity = self.entities.get(key)
         if entity is None:
@@ -193,6 +205,9 @@ class _DocumentExtraction:
                 entity.entity_kind = kind
             if span is not None and len(entity.source_spans) < 5:
                 entity.source_spans = [*entity.source_spans, span]
+            if defined and not entity.description and context:
+                # the sentence that defines the acronym says what the name is (a title alone has none)
+                entity.description = _shorten(" ".join(context.split()), 240)
         return entity
 
     def _concept(self, key: str, surface: str, start: int, end: int, context: str) -> Concept:
@@ -282,6 +297,25 @@ class _DocumentExtraction:
                 if f" {key} " in lowered or any(f" {normalise_name(a)} " in lowered for a in names):
                     edge = Edge.between(claim.id, concept.id, EdgeType.REFERENCES)
                     self.edges[edge.id] = edge
+
+
+def defined_acronyms(text: str) -> dict[str, str]:
+    """{acronym key: name key} for each acronym the text defines in parentheses right after the name it
+    abbreviates, its letters the initials of the name's capitalised words ("Tellmark Wind Consortium
+    (TWC)", "Department of Energy (DOE)"); an acronym defined twice differently is left alone."""
+    found: dict[str, set[str]] = {}
+    for m in _DEFINED_ACRONYM.finditer(text):
+        words, letters = m.group(1).split(), m.group(2).replace("&", "").upper()
+        for k in range(len(words), 1, -1):  # the longest run of words whose initials spell the acronym
+            name = words[-k:]
+            if name[0].lower() in _MINOR_WORDS:
+                continue
+            initials = {"".join(w[0] for w in name if w.lower() not in _MINOR_WORDS).upper(),
+                        "".join(w[0] for w in name).upper()}  # "Department of Energy (DOE)"
+            if letters in initials:
+                found.setdefault(normalise_name(m.group(2)), set()).add(normalise_name(" ".join(name)))
+                break
+    return {acronym: names.pop() for acronym, names in found.items() if len(names) == 1}
 
 
 def _concept_chunks(sdoc) -> list[tuple[str, str, int, int, str]]:
