@@ -64,14 +64,20 @@ class RecallEngine:
     def __init__(self, bank: Bank) -> None:
         self.bank = bank
         self._names: NameIndex | None = None
-        self._names_generation: str | None = None
         self._claims: OrderedDict[str, np.ndarray] = OrderedDict()  # see `_claim_vectors`
-        self._claims_generation: str | None = None
+        self._generation: str | None = None  # of the bank when the two were read
+
+    def _forget_if_changed(self) -> None:
+        """Drop what was read from the bank (name index, claim vectors) once another write changed it."""
+        if self._generation != self.bank.generation:
+            self._names, self._generation = None, self.bank.generation
+            self._claims.clear()
 
     def names(self, db: MetadataStore) -> NameIndex:
         """The in-memory name index, rebuilt when another write has changed the bank."""
-        if self._names is None or self._names_generation != self.bank.generation:
-            self._names, self._names_generation = NameIndex(db), self.bank.generation
+        self._forget_if_changed()
+        if self._names is None:
+            self._names = NameIndex(db)
         return self._names
 
     # ---- the three retrievers over documents ------------------------------------------------
@@ -209,9 +215,7 @@ class RecallEngine:
         Kept for the CLAIM_CACHE_DOCUMENTS documents asked about last, until the bank changes: the hop
         keeps reaching the same documents (the subjects of many questions), and reading their claims
         cost a third of a query at 10,000 documents (a scan of the objects table, then the vectors)."""
-        if self._claims_generation != self.bank.generation:
-            self._claims.clear()
-            self._claims_generation = self.bank.generation
+        self._forget_if_changed()
         missing = [s for s in source_ids if s not in self._claims]
         if missing:
             rows = db.sql("SELECT id, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
