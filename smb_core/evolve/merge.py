@@ -24,7 +24,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.evolve.contexts import context_vectors
 from smb_core.extract.base import (
-    QUALIFIER, blocking_keys, exact_key, normalise_name, partner_keys, split_qualifier,
+    QUALIFIER, base_name, blocking_keys, exact_key, normalise_name, partner_keys, split_qualifier,
 )
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
@@ -463,7 +463,7 @@ def _different_full_names(a: str, b: str) -> bool:
     qa, qb = split_qualifier(a), split_qualifier(b)
     if qa and qb and qa[0] == qb[0]:
         return qa[1] != qb[1]
-    if bool(qa) != bool(qb) and (qa or qb)[0] == normalise_name(b if qa else a):
+    if bool(qa) != bool(qb) and base_name(a) == base_name(b):
         return False  # "Newbury" beside "Newbury, Berkshire": a bare mention may be either namesake
     return name_similarity(a, b) < NAME_SIMILAR - BORDERLINE
 

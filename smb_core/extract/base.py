@@ -82,6 +82,12 @@ def split_qualifier(title: str) -> tuple[str, str] | None:
     return normalise_name(m["name"] or m["place"]), exact_key(m["qualifier"] or m["region"]).replace(" ", "")
 
 
+def base_name(title: str) -> str:
+    """A title's name without its qualifier, normalised: "Newbury, Ohio" and "Newbury" are both newbury."""
+    split = split_qualifier(title)
+    return split[0] if split else normalise_name(title)
+
+
 #: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
 _SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
 

@@ -22,7 +22,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.contradictions import sentences
 from smb_core.evolve.contradictions.lexicon import _TITLES, _fold
 from smb_core.evolve.contradictions.rules import Verdict, judge
-from smb_core.extract.base import QUALIFIER, exact_key, normalise_name, split_qualifier
+from smb_core.extract.base import QUALIFIER, base_name, exact_key, normalise_name, split_qualifier
 from smb_core.model import Claim, Contradiction, Edge, EdgeType, Question, stable_id
 from smb_core.stores.metadata import id_filter
 
@@ -383,8 +383,7 @@ def _different_document_subjects(a: Claim, b: Claim, sources: dict) -> bool:
     tb = next((sources[s].title for s in b.source_ids if s in sources), "")
     if not ta or not tb or ta == tb:
         return False
-    qa, qb = split_qualifier(ta), split_qualifier(tb)
-    if (qa or qb) and (qa[0] if qa else normalise_name(ta)) == (qb[0] if qb else normalise_name(tb)):
+    if (split_qualifier(ta) or split_qualifier(tb)) and base_name(ta) == base_name(tb):
         return True  # one name that the titles' qualifiers tell apart, or a qualified one beside the bare one
     # "Juan Carlos" in the article "Juan Carlos I of Spain" and in the article "Juan Carlos Salazar": each
     # claim is about its own document's subject, and the titles extend the name differently
