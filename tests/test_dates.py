@@ -34,6 +34,10 @@ def test_exact_days(text, expected) -> None:
     ("founded Lumen Labs in Lisbon in 2017.", ("2017", None, False)),
     ("In 1874 the bridge opened.", ("1874", None, False)),
     ("(2019)", ("2019", None, False)),
+    # a capitalised word after the year is a name or an initial, not a unit ("m", "w", "ha")
+    ("In 1897 W. G. Grace scored a century.", ("1897", None, False)),
+    ("In 1990 M. Okafor moved to Lisbon.", ("1990", None, False)),
+    ("In 1994 Ha Long Bay became a World Heritage Site.", ("1994", None, False)),
 ])
 def test_months_and_years(text, expected) -> None:
     assert _one(text) == expected
@@ -93,6 +97,8 @@ def test_vague_dates_are_approximate_ranges(text, expected) -> None:
     "an actor under contract to 20th Century Fox", "She died in 155 BC.", "invaded India in 326 BC",
     # three-digit numbers are years only where nothing else can be meant
     "a case of 837 x 310 mm", "in 628 soldiers",
+    # a number with a unit of measure or a currency is a quantity
+    "a run of 1920 kilometres", "weighs 1500 kg", "a 1200 hectares estate", "for 1999 dollars", "1800 MHz",
 ])
 def test_things_that_are_not_dates(text) -> None:
     assert find_dates(text) == []

@@ -19,6 +19,8 @@ import calendar
 import re
 from dataclasses import dataclass
 
+from smb_core.evolve.units import CURRENCY_WORDS, UNITS
+
 MONTHS = {name: number for number, names in enumerate([
     ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
     ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
@@ -40,13 +42,11 @@ _LABELS = {"room", "rooms", "suite", "apartment", "apt", "version", "ver", "v", 
            "line", "chapter", "section", "item", "ticket", "issue", "pr", "order", "code", "id", "platform", "gate",
            "exit", "unit", "box", "lot", "table", "figure", "fig", "step", "rule", "article", "art", "vol",
            "volume", "episode", "ep", "level", "floor", "row", "seat", "size", "score", "top", "rank", "patch"}
-#: Words after a number that make it a quantity, not a year ("1920 employees").
+#: Words after a number that make it a quantity, not a year ("1920 employees", "1920 km").
 _QUANTITIES = {"people", "persons", "employees", "staff", "users", "customers", "members", "items", "rows", "records",
                "vectors", "dimensions", "documents", "files", "lines", "words", "tokens", "pages", "points", "votes",
-               "times", "km", "miles", "metres", "meters", "m", "kg", "g", "ms", "s", "gb", "mb", "kb", "tb",
-               "dollars", "euros", "pounds", "usd", "eur", "percent", "%", "units", "copies", "stars", "downloads",
-               "requests", "queries", "calls", "hours", "minutes", "seconds", "days", "years", "km/h", "mph",
-               "feet", "ft", "cores", "nodes", "servers", "shards", "bytes", "rpm", "hz", "mhz", "ghz", "x"}
+               "times", "ms", "units", "copies", "stars", "downloads", "requests", "queries", "calls", "cores",
+               "nodes", "servers", "shards", "bytes", "rpm", "hz", "x", *UNITS, *CURRENCY_WORDS}
 
 _PART = r"(?:early|mid|middle|late)"
 _M = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -256,7 +256,8 @@ def _looks_like_year(text: str, start: int, stop: int) -> bool:
     if re.search(r"[#№]\s*$", text[:start]):
         return False
     after = re.match(r"\s*([\w%/]+)", text[stop:stop + 20])
-    return not (after and after.group(1).lower() in _QUANTITIES)
+    # a capitalised word is a name or an initial, not a unit: "in 1897 W. G. Grace", "in 1990 Ha Long Bay"
+    return not (after and after.group(1).lower() in _QUANTITIES and not after.group(1).istitle())
 
 
 def _join_ranges(found: list[DateMention], text: str) -> list[DateMention]:

@@ -24,10 +24,11 @@ import numpy as np
 
 from smb_core.evolve import dates, parses
 from smb_core.evolve.contradictions.lexicon import (
-    _ANTONYM_VERBS, _CATEGORY_NOUNS, _CLASSES, _COUNT_CLASSES, _CURRENCY_SYMBOLS, _CURRENCY_WORDS, _FIRST_MARKS,
+    _ANTONYM_VERBS, _CATEGORY_NOUNS, _CLASSES, _COUNT_CLASSES, _FIRST_MARKS,
     _GENERIC_PERSON, _LIGHT_VERBS, _MULTIPLIERS, _OCCUPATIONS, _ORDINALS, _PHRASES, _PRIVATIVE_HEADS,
-    _STATES, _TITLES, _UNIQUE_MARKS, _UNITS, _VERSION_NOUNS, _WORD_NUMBERS, _fold, _stem,
+    _STATES, _TITLES, _UNIQUE_MARKS, _VERSION_NOUNS, _WORD_NUMBERS, _fold, _stem,
 )
+from smb_core.evolve.units import CURRENCY_SYMBOLS, CURRENCY_WORDS, UNITS
 
 
 class _DateSpan(NamedTuple):
@@ -430,7 +431,7 @@ def _day(iso: str, first: bool) -> int:
 def _counted(doc, char_end: int) -> bool:
     """Whether the number ending at `char_end` is followed by a unit, a currency or a plural count noun."""
     unit = re.match(r"\s*([a-z%°]+)", doc.text[char_end:char_end + 20].lower())
-    if unit and (unit.group(1) in _UNITS or unit.group(1) in _CURRENCY_WORDS):
+    if unit and (unit.group(1) in UNITS or unit.group(1) in CURRENCY_WORDS):
         return True
     return _plural_count_noun(doc, char_end)
 
@@ -605,7 +606,7 @@ def _quantities(doc, sent: _Sentence) -> list[_Qty]:
         following = doc[t.i + 1] if t.i + 1 < len(doc) else None
         if prev in ("age", "aged") or (prev == "at" and following is not None and not following.like_num and
                                        following.pos_ not in ("NOUN", "SYM", "PROPN") and
-                                       following.lower_ not in _UNITS and not following.text.startswith("°")):
+                                       following.lower_ not in UNITS and not following.text.startswith("°")):
             continue  # "at 88", "at the age of 71"
         if t.i + 1 < len(doc) and doc[t.i + 1].text in (":", "/", "-", "–") and t.i + 2 < len(doc) and \
                 doc[t.i + 2].like_num:
@@ -639,8 +640,8 @@ def _quantities(doc, sent: _Sentence) -> list[_Qty]:
         dim, count_classes, unit_tok = "", frozenset(), None
         before = doc[t.i - 1] if t.i > 0 else None
         currency = None
-        if before is not None and before.text in _CURRENCY_SYMBOLS:
-            currency = _CURRENCY_SYMBOLS[before.text]
+        if before is not None and before.text in CURRENCY_SYMBOLS:
+            currency = CURRENCY_SYMBOLS[before.text]
         nxt = doc[j] if j < len(doc) else None
         nxt2 = doc[j + 1] if j + 1 < len(doc) else None
         if currency:
@@ -655,24 +656,24 @@ def _quantities(doc, sent: _Sentence) -> list[_Qty]:
                 dim, unit_tok = "temp", nxt
                 if low == "°f":
                     value, lo, hi = [(x - 32) * 5 / 9 if x != float("inf") else x for x in (value, lo, hi)]
-            elif low in ("square", "sq") and nxt2 is not None and nxt2.lower_ in _UNITS:
-                base = _UNITS[nxt2.lower_]
+            elif low in ("square", "sq") and nxt2 is not None and nxt2.lower_ in UNITS:
+                base = UNITS[nxt2.lower_]
                 dim, unit_tok = "area", nxt2
                 value, lo, hi = [x * base[1] ** 2 for x in (value, lo, hi)]
-            elif low in _UNITS or nxt.lemma_.lower() in _UNITS:
-                dim_name, factor = _UNITS.get(low) or _UNITS[nxt.lemma_.lower()]
+            elif low in UNITS or nxt.lemma_.lower() in UNITS:
+                dim_name, factor = UNITS.get(low) or UNITS[nxt.lemma_.lower()]
                 if not (low in ("m", "t", "s", "h", "g", "n", "w", "l") and nxt.pos_ not in ("NOUN", "PROPN", "X")):
                     dim, unit_tok = dim_name, nxt
                     value, lo, hi = [x * factor for x in (value, lo, hi)]
-            elif low in _CURRENCY_WORDS:
-                dim, unit_tok = f"money:{_CURRENCY_WORDS[low]}", nxt
+            elif low in CURRENCY_WORDS:
+                dim, unit_tok = f"money:{CURRENCY_WORDS[low]}", nxt
                 if low in ("cent", "cents"):
                     value, lo, hi = [x / 100 for x in (value, lo, hi)]
             elif t.dep_ == "nummod" and t.head.pos_ == "NOUN" and t.head.i > t.i:
                 noun = t.head
                 lemma = noun.lemma_.lower()
-                if lemma in _UNITS:
-                    dim_name, factor = _UNITS[lemma]
+                if lemma in UNITS:
+                    dim_name, factor = UNITS[lemma]
                     dim, unit_tok = dim_name, noun
                     value, lo, hi = [x * factor for x in (value, lo, hi)]
                 else:
@@ -732,7 +733,7 @@ def _quantity_attribute(doc, num, unit_tok) -> tuple[set[str], set[str]]:
     if unit_tok is not None and unit_tok.dep_ in ("compound", "nmod", "amod") and unit_tok.head.pos_ == "NOUN":
         add_noun(unit_tok.head)
     if num.dep_ in ("compound", "nummod") and num.head.pos_ == "NOUN" and num.head is not unit_tok and \
-            num.head.lemma_.lower() not in _UNITS:
+            num.head.lemma_.lower() not in UNITS:
         add_noun(num.head)
     # "42 kilometres long"
     for tok in (anchor, anchor.head):
