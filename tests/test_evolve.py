@@ -57,6 +57,9 @@ def _canonical_titles(bank: Bank) -> dict[str, list[str]]:
 def test_blocking_keys_join_acronym_and_expansion_but_not_two_expansions() -> None:
     assert partner_keys(blocking_keys("HNSW")) & blocking_keys("Hierarchical Navigable Small World")
     assert not partner_keys(blocking_keys("GPU indexing")) & blocking_keys("graph index")
+    # an acronym may take the initials of "of", "and" ... or skip them, as where the extractor reads one
+    assert merge.name_similarity("DOE", "Department of Energy") == merge.ACRONYM_SIMILARITY
+    assert merge.name_similarity("USA", "United States of America") == merge.ACRONYM_SIMILARITY
     # an acronym and its expansion are a lead, not proof: their contexts or vectors must agree
     assert merge.name_similarity("HNSW", "Hierarchical Navigable Small World") == merge.ACRONYM_SIMILARITY
     assert not merge.decide(merge.ACRONYM_SIMILARITY, 0.2, 0.1, 0, False, False)

@@ -24,7 +24,7 @@ from smb_core.evolve import llm_judge
 from smb_core.evolve.cycle import Cycle
 from smb_core.evolve.contexts import context_vectors
 from smb_core.extract.base import (
-    QUALIFIER, base_name, blocking_keys, exact_key, normalise_name, partner_keys, split_qualifier,
+    MINOR_WORDS, QUALIFIER, base_name, blocking_keys, exact_key, normalise_name, partner_keys, split_qualifier,
 )
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
@@ -194,12 +194,11 @@ _GENERIC_NAME_WORDS = frozenset("""
     office parliament police post public railway royal school senate service state supreme transport
     treasury trade university war water works affairs agriculture culture security development
     """.split())
-_FUNCTION_WORDS = frozenset({"of", "the", "for", "and", "on", "in", "&"})
 
 
 def _generic_name(name: str) -> bool:
     """A name made only of generic institution words ("Department of Transport", "High Court")."""
-    words = [w for w in _words(name) if w not in _FUNCTION_WORDS]
+    words = [w for w in _words(name) if w not in MINOR_WORDS]
     return bool(words) and all(_singular(w) in _GENERIC_NAME_WORDS or w in _GENERIC_NAME_WORDS for w in words)
 
 

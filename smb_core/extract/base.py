@@ -88,6 +88,10 @@ def base_name(title: str) -> str:
     return split[0] if split else normalise_name(title)
 
 
+#: Words an acronym may skip: "United States of America" is USA, yet "Department of Energy" is DOE, so
+#: both spellings count, here (blocking keys) and where the extractor reads "Name (ACRONYM)".
+MINOR_WORDS = frozenset({"of", "for", "and", "the", "on", "in", "at", "to", "de", "&"})
+
 #: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
 _SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
 
@@ -110,11 +114,14 @@ def blocking_keys(name: str) -> set[str]:
     if letters.isupper() and 2 <= len(letters) <= 6 and (len(name.split()) == 1 or _SPACED_AMPERSAND.match(name)):
         keys.add("acronym:" + compact.lower())
     else:
-        words = [w for w in unqualified.split() if w not in {"of", "for", "the"}]
-        if len(words) - words.count("and") >= 2:
-            keys.add("expansion:" + "".join(w[0] for w in words if w != "and"))
+        words = unqualified.split()
+        major = [w for w in words if w not in MINOR_WORDS]
+        if len(major) >= 2:  # the two spellings the extractor accepts for a defined acronym
+            keys.add("expansion:" + "".join(w[0] for w in major))  # United States of America: USA
+            keys.add("expansion:" + "".join(w[0] for w in words))  # Department of Energy: DOE
             if "and" in words[1:-1]:
-                keys.add("expansion:" + "".join("&" if w == "and" else w[0] for w in words))
+                keys.add("expansion:" + "".join("&" if w == "and" else w[0] for w in words
+                                                if w == "and" or w not in MINOR_WORDS))
     return {k for k in keys if len(k) >= 2}
 
 

@@ -16,7 +16,9 @@ import re
 import threading
 from collections import Counter
 
-from smb_core.extract.base import Extraction, authored_title, claim_id, make_span, normalise_name, object_id
+from smb_core.extract.base import (
+    MINOR_WORDS, Extraction, authored_title, claim_id, make_span, normalise_name, object_id,
+)
 from smb_core.extract.markdown_text import blocks, front_matter_end
 from smb_core.recall.names import document_names
 from smb_core.model import (
@@ -52,8 +54,7 @@ _NAME_LABELS = {"PERSON", "ORG", "GPE", "LOC", "FAC", "WORK_OF_ART", "PRODUCT", 
 _PRONOUNS = {"he", "she", "it", "they", "his", "her", "its", "their", "him", "them", "this", "these"}
 _MAX_CONCEPTS = 12
 #: Capitalised words then an acronym in parentheses: "Tellmark Wind Consortium (TWC)".
-_MINOR_WORDS = {"of", "for", "and", "the", "on", "in", "at", "to", "de", "&"}
-_DEFINED_ACRONYM = re.compile(r"((?:[A-Z][\w'’.-]*\s+(?:(?:" + "|".join(sorted(_MINOR_WORDS)) + r")\s+)*){2,10})"
+_DEFINED_ACRONYM = re.compile(r"((?:[A-Z][\w'’.-]*\s+(?:(?:" + "|".join(sorted(MINOR_WORDS)) + r")\s+)*){2,10})"
                               r"\(\s*([A-Z][A-Za-z&]{1,7})\s*\)")
 
 _nlp = None
@@ -308,9 +309,9 @@ def defined_acronyms(text: str) -> dict[str, str]:
         words, letters = m.group(1).split(), m.group(2).replace("&", "").upper()
         for k in range(len(words), 1, -1):  # the longest run of words whose initials spell the acronym
             name = words[-k:]
-            if name[0].lower() in _MINOR_WORDS:
+            if name[0].lower() in MINOR_WORDS:
                 continue
-            initials = {"".join(w[0] for w in name if w.lower() not in _MINOR_WORDS).upper(),
+            initials = {"".join(w[0] for w in name if w.lower() not in MINOR_WORDS).upper(),
                         "".join(w[0] for w in name).upper()}  # "Department of Energy (DOE)"
             if letters in initials:
                 found.setdefault(normalise_name(m.group(2)), set()).add(normalise_name(" ".join(name)))
