@@ -62,13 +62,20 @@ _nlp_lock = threading.Lock()
 
 
 def load_spacy():
-    """The spaCy pipeline, loaded once per process from the installed model package."""
+    """The spaCy pipeline, loaded once per process from the installed model package.
+
+    Its layers multiply matrices with numpy (OpenBLAS), not thinc's default BLIS: the BLIS wheel falls
+    back to its generic reference kernel on CPUs it has no kernel for (as on this project's AMD EPYC
+    machines), where it is 6x slower than numpy; the pipeline then takes a third less time
+    (tok2vec 3.5 -> 1.2 s per 1,000 2wiki passages, NER 6.5 -> 4.1 s), with identical parses."""
     global _nlp
     with _nlp_lock:
         if _nlp is None:
             import spacy
+            from thinc.api import use_ops
 
-            _nlp = spacy.load(SPACY_MODEL)
+            with use_ops("numpy", use_blis=False):  # the layers keep the ops they were built with
+                _nlp = spacy.load(SPACY_MODEL)
     return _nlp
 
 
