@@ -12,6 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
+
 from smb_core.bank import Bank
 from smb_core.corpus import CorpusFile, DocumentError, read_document, scan
 from smb_core.extract.base import Extraction, Extractor, authored_title
@@ -130,6 +132,8 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
 
     Embedding a batch (ONNX, which leaves Python's GIL) overlaps with parsing the next one and writing
     the previous one, so both cores stay busy; batches are still written one after another, in order.
+    Meanwhile BLAS (spaCy's matrix products) runs on one thread: the embedder's threads already use the
+    cores, and OpenBLAS threads spinning between small products only took CPU from them.
     """
     summary = ExtractionSummary()
     version = getattr(extractor, "version", extractor.name)
@@ -137,7 +141,8 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
         done = set() if force else bank.extracted_sources(db, source_ids, version)
     todo = [s for s in source_ids if s not in done]
     summary.skipped = len(source_ids) - len(todo)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding:
+    with threadpool_limits(limits=1, user_api="blas"), \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding:
         pending = None
         for start in range(0, len(todo), batch_size):
             with bank.reading() as db:
