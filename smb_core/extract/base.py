@@ -92,6 +92,14 @@ def base_name(title: str) -> str:
 #: both spellings count, here (blocking keys) and where the extractor reads "Name (ACRONYM)".
 MINOR_WORDS = frozenset({"of", "for", "and", "the", "on", "in", "at", "to", "de", "&"})
 
+
+def initials(words: list[str]) -> set[str]:
+    """The two spellings of an acronym of these words, lower-case: without and with the initials of
+    MINOR_WORDS ("United States of America": usa, usoa; "Department of Energy": de, doe)."""
+    return {"".join(w[0] for w in words if w.lower() not in MINOR_WORDS).lower(),
+            "".join(w[0] for w in words).lower()}
+
+
 #: "R & B", "AT & T": an ampersand acronym written with spaces is the same acronym
 _SPACED_AMPERSAND = re.compile(r"^\s*[A-Z]{1,3}(?:\s*&\s*[A-Z]{1,3})+\s*$")
 
@@ -116,9 +124,8 @@ def blocking_keys(name: str) -> set[str]:
     else:
         words = unqualified.split()
         major = [w for w in words if w not in MINOR_WORDS]
-        if len(major) >= 2:  # the two spellings the extractor accepts for a defined acronym
-            keys.add("expansion:" + "".join(w[0] for w in major))  # United States of America: USA
-            keys.add("expansion:" + "".join(w[0] for w in words))  # Department of Energy: DOE
+        if len(major) >= 2:  # the spellings the extractor accepts for a defined acronym
+            keys.update("expansion:" + spelling for spelling in initials(words))
             if "and" in words[1:-1]:
                 keys.add("expansion:" + "".join("&" if w == "and" else w[0] for w in words
                                                 if w == "and" or w not in MINOR_WORDS))

@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 
 from smb_core.extract.base import (
-    MINOR_WORDS, Extraction, authored_title, claim_id, make_span, normalise_name, object_id,
+    MINOR_WORDS, Extraction, authored_title, claim_id, initials, make_span, normalise_name, object_id,
 )
 from smb_core.extract.markdown_text import blocks, front_matter_end
 from smb_core.recall.names import document_names
@@ -318,9 +318,7 @@ def defined_acronyms(text: str) -> dict[str, str]:
             name = words[-k:]
             if name[0].lower() in MINOR_WORDS:
                 continue
-            initials = {"".join(w[0] for w in name if w.lower() not in MINOR_WORDS).upper(),
-                        "".join(w[0] for w in name).upper()}  # "Department of Energy (DOE)"
-            if letters in initials:
+            if letters.lower() in initials(name):  # "Department of Energy (DOE)"
                 found.setdefault(normalise_name(m.group(2)), set()).add(normalise_name(" ".join(name)))
                 break
     return {acronym: names.pop() for acronym, names in found.items() if len(names) == 1}
