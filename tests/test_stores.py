@@ -188,11 +188,14 @@ def test_graph_compacts_by_itself_when_the_log_outgrows_the_snapshot(tmp_path: P
     assert not graph.snapshot_path.exists()
     graph.append(nodes=[("big", _node("concept", "x" * (4 * 1024 * 1024 + 1)))])  # log > 4 MiB > snapshot
     assert graph.snapshot_path.exists() and graph.log_path.stat().st_size == 0
+    assert graph.graph.number_of_nodes() == 0  # it had not read the graph: it does not keep it either
     graph.append(nodes=[("after", _node("entity"))])
     assert graph.log_path.stat().st_size > 0
     fresh = GraphStore(directory)
     assert sorted(fresh.ensure_loaded().nodes) == ["after", "big", "small"]
     assert len(fresh.ensure_loaded().nodes["big"]["title"]) == 4 * 1024 * 1024 + 1
+    fresh.compact()
+    assert fresh.graph.number_of_nodes() == 3  # a reader keeps the graph it had read
 
 
 def test_graph_neighbors_both_directions_with_edge_type_filter(tmp_path: Path):

@@ -114,12 +114,17 @@ class GraphStore:
             self.compact()
 
     def compact(self) -> None:
-        """Fold the log into a new snapshot; the caller holds the bank's writer lock."""
+        """Fold the log into a new snapshot; the caller holds the bank's writer lock. A process that had
+        not read the graph (an evolution cycle only appends to it) lets go of it again afterwards: held,
+        it took 318 MB at 92k nodes for the rest of the cycle, about 2 GB at 10,000 documents."""
+        was_loaded = self._loaded
         self.ensure_loaded()
         atomic_write_bytes(self.snapshot_path, pickle.dumps(self.graph, protocol=pickle.HIGHEST_PROTOCOL),
                            durable=True)
         atomic_write_bytes(self.log_path, b"", durable=True)
         self._log_offset, self._log_inode = 0, self.log_path.stat().st_ino
+        if not was_loaded:
+            self.graph, self._loaded = nx.MultiDiGraph(), False
 
     # ---- queries --------------------------------------------------------------------------
 
