@@ -1,6 +1,7 @@
 """Evolution cycles on real stores: merging duplicates, keeping homonyms apart, splitting, taxonomy,
 communities, and the cycle assets in a real Dagster instance."""
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -17,6 +18,7 @@ from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, member_list_mismatches, unresolved_merges
 from smb_core.model import CanonicalConcept, Claim, Community, Concept, Entity, EntityKind, Status, stable_id
 from smb_core.query import MemoryBank
+from smb_core.settings import Settings
 from tests.conftest import write_doc
 
 DOCS = {
@@ -290,12 +292,38 @@ def test_a_lone_surname_joins_the_one_full_name_of_its_document(bank: Bank) -> N
     assert _merged_groups(bank, objects) == [sorted([objects[0].id, objects[1].id])]
 
 
-def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(bank: Bank) -> None:
+@pytest.mark.parametrize("chunk", [merge.MERGE_CHUNK, 10])
+def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(bank: Bank, chunk: int) -> None:
     count = merge.MAX_PER_KEY * 3
     mentions = [Concept(id=stable_id("con", str(i)), title="film", source_ids=[f"src-{i:03d}"]) for i in range(count)]
     bank.write(mentions)
-    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [m.id for m in mentions])
+    result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [m.id for m in mentions], chunk=chunk)
     assert result.groups == 1 and result.merged_members == count
+
+
+@pytest.mark.slow
+def test_merging_in_chunks_of_documents_makes_the_same_canonical_objects(tmp_path: Path, sample_corpus: Path) -> None:
+    """A first cycle over a large corpus merges chunk after chunk; on the sample corpus (about 700 names)
+    chunks of 150 make the groups one batch makes (a mention merged in an earlier chunk keeps its
+    context), and count each merged member once."""
+    first = Bank(settings=Settings(memory_bank_dir=tmp_path / "one", kbmd_dir=sample_corpus))
+    first.init()
+    _ingest(first, sample_corpus)
+    shutil.copytree(tmp_path / "one", tmp_path / "chunked")
+    results, groups = [], []
+    for name, chunk in (("one", merge.MERGE_CHUNK), ("chunked", 150)):
+        bank = Bank(settings=Settings(memory_bank_dir=tmp_path / name, kbmd_dir=sample_corpus))
+        cycle = open_cycle(bank, "cycle-00001", "run-1")
+        new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
+        assert len(new_ids) > 4 * 150
+        results.append(merge.merge(bank, cycle, new_ids, chunk=chunk))
+        with bank.reading() as db:
+            canonical = [o for kind in ("canonical_entity", "canonical_concept")
+                         for o in db.list_objects(type=kind, status="active", limit=10_000)]
+            merged = db.sql("SELECT count(*) FROM objects WHERE layer = 1 AND status = 'merged'")[0][0]
+        groups.append({tuple(sorted(o.members)) for o in canonical})  # titles may differ: the first chunk's lead
+        assert results[-1].merged_members == merged and results[-1].groups == len(canonical)
+    assert groups[0] == groups[1] and len(groups[0]) > 50
 
 
 def test_a_names_context_vector_is_its_sentences_stored_claim_vector(bank: Bank, settings, monkeypatch) -> None:
@@ -568,7 +596,6 @@ def test_a_grouping_not_found_again_is_superseded_and_points_to_its_successor(ba
 
 @pytest.mark.slow
 def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus: Path) -> None:
-    from smb_core.settings import Settings
     from smb_pipeline.runner import run_evolve, run_ingest
 
     settings = Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=sample_corpus)

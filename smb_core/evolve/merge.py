@@ -16,6 +16,7 @@ import difflib
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -51,10 +52,14 @@ BORDERLINE = 0.05
 @dataclass
 class MergeResult:
     canonical: list[MemoryObject] = field(default_factory=list)
-    merged_members: int = 0
+    merged_ids: set[str] = field(default_factory=set)  # members that joined a canonical object
     groups: int = 0
     redirected_edges: int = 0
     absorbed: int = 0  # canonical objects of earlier cycles joined into another by a new mention
+
+    @property
+    def merged_members(self) -> int:
+        return len(self.merged_ids)
 
 
 #: Kind pairs that NER rarely confuses: such a pair is a homonym, not one thing mislabelled.
@@ -249,13 +254,26 @@ def _token_match(a: str, b: str, concept: bool = False, person: bool = False) ->
 
 
 def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
-    """Names of the entities that share a claim with each object: its context in the graph."""
+    """Names of the entities that share a claim with each object: its context in the graph. A merged
+    object's edges now end at its canonical object; its context is then read from the claims of its own
+    document that reference the canonical object, so that a pair is judged the same whether its older
+    side was merged in an earlier cycle (or chunk) or not."""
     rows = db.sql(
         """
-        SELECT e1.tail, n.name FROM edges e1
-        JOIN edges e2 ON e2.head = e1.head AND e2.tail <> e1.tail AND e2.edge_type = 'references'
+        WITH asked AS (
+            SELECT id, json_extract_string(data, '$.merged_into') AS canonical, source_ids
+            FROM objects WHERE id IN (SELECT unnest(?))
+        ), claims AS (
+            SELECT a.id, e1.head, e1.tail FROM asked a
+            JOIN edges e1 ON e1.tail = a.id AND e1.edge_type = 'references' WHERE a.canonical IS NULL
+            UNION ALL
+            SELECT a.id, e1.head, e1.tail FROM asked a
+            JOIN edges e1 ON e1.tail = a.canonical AND e1.edge_type = 'references'
+            JOIN objects c ON c.id = e1.head AND list_has_any(c.source_ids, a.source_ids)
+        )
+        SELECT x.id, n.name FROM claims x
+        JOIN edges e2 ON e2.head = x.head AND e2.tail <> x.tail AND e2.edge_type = 'references'
         JOIN names n ON n.object_id = e2.tail
-        WHERE e1.edge_type = 'references' AND e1.tail IN (SELECT unnest(?))
         """,
         [ids],
     )
@@ -490,8 +508,52 @@ def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[
     return own, out
 
 
-def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
+#: New objects merged at once. A first cycle over a large corpus brings hundreds of thousands (about
+#: 450k at 10,000 documents), and merging them in one batch held all their objects, pairs and edges at
+#: once: 2.4 GB for 56k objects. Chunks of whole documents are merged one after another, as in the
+#: cycles of a growing bank. A chunk's pairs reach objects of later chunks too (candidates come from
+#: every layer-1 name), so those join the canonical objects earlier chunks made.
+MERGE_CHUNK = 20_000
+
+
+def merge(bank: Bank, cycle: Cycle, new_ids: list[str], chunk: int = MERGE_CHUNK) -> MergeResult:
     """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
+    result, canonical = MergeResult(), {}
+    for ids in _document_chunks(bank, new_ids, chunk):
+        part = _merge(bank, cycle, ids)
+        canonical.update((c.id, c) for c in part.canonical)  # a later chunk's version of one is the latest
+        result.merged_ids |= part.merged_ids  # a member a later chunk moves on is counted once
+        result.redirected_edges += part.redirected_edges
+        result.absorbed += part.absorbed
+    if result.absorbed:  # a canonical object a later chunk absorbed is no longer one
+        with bank.reading() as db:
+            active = {i for i, _, status, _ in db.object_summaries(list(canonical)) if status == "active"}
+        canonical = {i: c for i, c in canonical.items() if i in active}
+    result.canonical, result.groups = list(canonical.values()), len(canonical)
+    return result
+
+
+def _document_chunks(bank: Bank, ids: list[str], size: int) -> Iterator[list[str]]:
+    """The objects in chunks of about `size`, each document's objects in one chunk (a lone surname
+    pairs with the full name its document gave, `_surnames_in_document`)."""
+    if len(ids) <= size:
+        yield ids
+        return
+    with bank.reading() as db:
+        where, params = id_filter("id", ids)
+        rows = db.sql(f"SELECT id, source_ids[1] FROM objects WHERE {where} ORDER BY 2, 1", params)
+    chunk, last = [], None
+    for object_id, document in rows:
+        if len(chunk) >= size and document != last:
+            yield chunk
+            chunk = []
+        chunk.append(object_id)
+        last = document
+    if chunk:
+        yield chunk
+
+
+def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     pairs = find_pairs(bank, new_ids)
     result = MergeResult()
     titles, full_names = _full_names(bank, pairs) if pairs else ({}, {})
@@ -611,7 +673,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
         db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
                        [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
     result.canonical, result.groups = canonical_objects, len(canonical_objects)
-    result.merged_members, result.redirected_edges = len(updated_members), len(removed)
+    result.merged_ids, result.redirected_edges = {o.id for o in updated_members}, len(removed)
     result.absorbed = len(absorbed)
     return result
 
