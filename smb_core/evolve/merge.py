@@ -267,9 +267,10 @@ def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
             SELECT a.id, e1.head, e1.tail FROM asked a
             JOIN edges e1 ON e1.tail = a.id AND e1.edge_type = 'references' WHERE a.canonical IS NULL
             UNION ALL
-            SELECT a.id, e1.head, e1.tail FROM asked a
-            JOIN edges e1 ON e1.tail = a.canonical AND e1.edge_type = 'references'
-            JOIN objects c ON c.id = e1.head AND list_has_any(c.source_ids, a.source_ids)
+            SELECT a.id, e1.head, e1.tail FROM asked a  -- its document's objects first: a canonical
+            JOIN objects c ON c.source_ids[1] = a.source_ids[1]  -- object may have thousands of claims
+            JOIN edges e1 ON e1.head = c.id AND e1.tail = a.canonical AND e1.edge_type = 'references'
+            WHERE a.canonical IS NOT NULL
         )
         SELECT x.id, n.name FROM claims x
         JOIN edges e2 ON e2.head = x.head AND e2.tail <> x.tail AND e2.edge_type = 'references'
