@@ -55,7 +55,9 @@ def _ingest(bank: Bank, corpus: Path) -> None:
     extract_sources(bank, [o.source_id for o in outcomes if o.source_id], get_extractor(bank.settings))
 
 
-def test_a_restatement_in_another_document_reinforces_once(bank: Bank, settings) -> None:
+@pytest.mark.parametrize("chunk", [confidence.RESTATEMENT_CHUNK, 1])  # 1: each new claim looked up on its own
+def test_a_restatement_in_another_document_reinforces_once(bank: Bank, settings, monkeypatch, chunk: int) -> None:
+    monkeypatch.setattr(confidence, "RESTATEMENT_CHUNK", chunk)
     corpus = settings.kbmd_dir
     write_doc(corpus, "history.md", "# History\n\nThe Orvieto Observatory was founded in 1874 by the town council.\n")
     _ingest(bank, corpus)

@@ -58,16 +58,16 @@ def reinforce(bank: Bank, cycle: Cycle) -> list[Edge]:
     with bank.reading() as db:
         path_of = dict(db.sql("SELECT id, path FROM sources"))
         canonical = db.sql(
-            "SELECT id FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept') "
-            "AND list_has_any(source_ids, ?::VARCHAR[])", [cycle.source_ids])
-        objects = db.get_objects([r[0] for r in canonical])
+            "SELECT id, source_ids FROM objects WHERE status = 'active' "
+            "AND type IN ('canonical_entity', 'canonical_concept') AND list_has_any(source_ids, ?::VARCHAR[])",
+            [cycle.source_ids])
     new_paths = {path_of[s] for s in cycle.source_ids if s in path_of}
     boosts: dict[str, int] = {}
-    for obj in objects.values():
-        paths = {path_of.get(s, s) for s in obj.source_ids}
+    for object_id, source_ids in canonical:
+        paths = {path_of.get(s, s) for s in source_ids}
         added, older = paths & new_paths, paths - new_paths
         if added and older:
-            boosts[obj.id] = len(added)
+            boosts[object_id] = len(added)
     supports, claim_boosts = _restatements(bank, cycle, path_of, new_paths)
     for claim_id, count in claim_boosts.items():
         boosts[claim_id] = boosts.get(claim_id, 0) + count
@@ -83,8 +83,20 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
     with bank.reading() as db:
         rows = db.sql("SELECT id, text, source_ids FROM objects WHERE type = 'claim' AND status = 'active' "
                       "AND list_has_any(source_ids, ?::VARCHAR[]) ORDER BY id", [cycle.source_ids])
-    if not rows:
-        return [], {}
+    edges, boosts = [], defaultdict(int)
+    for start in range(0, len(rows), RESTATEMENT_CHUNK):
+        _restated(bank, rows[start:start + RESTATEMENT_CHUNK], path_of, new_paths, edges, boosts)
+    return edges, dict(boosts)
+
+
+#: New claims looked up at once: a first cycle at 10,000 documents has 210,000, whose vectors and
+#: neighbours would otherwise all be held together.
+RESTATEMENT_CHUNK = 5_000
+
+
+def _restated(bank: Bank, rows: list[tuple], path_of: dict[str, str], new_paths: set[str],
+              edges: list[Edge], boosts: dict[str, int]) -> None:
+    """`_restatements` for some of the new claims (id, text, source ids): adds to `edges` and `boosts`."""
     vectors = bank.vectors.get_embeddings([r[0] for r in rows])
     rows = [r for r in rows if r[0] in vectors]
     found = bank.vectors.query_many([vectors[r[0]] for r in rows], 6, f"{Claim.id_prefix}-")
@@ -93,7 +105,6 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
         where, params = id_filter("id", sorted(candidates))
         others = {r[0]: r[1:] for r in db.sql(f"SELECT id, text, source_ids FROM objects WHERE {where} "
                                                "AND status = 'active'", params)}
-    edges, boosts = [], defaultdict(int)
     for (claim_id, text, sources), hits in zip(rows, found):
         mine = {path_of.get(s, s) for s in sources}
         for other, similarity in hits:
@@ -105,7 +116,6 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
                 continue  # same document, or both new (the older one of a pair is what gets confirmed)
             edges.append(Edge.between(claim_id, other, EdgeType.SUPPORTS, weight=round(similarity, 3)))
             boosts[other] += 1
-    return edges, dict(boosts)
 
 
 def _same_facts(a: str, b: str) -> bool:
