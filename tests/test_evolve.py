@@ -301,6 +301,18 @@ def test_a_name_shared_by_more_mentions_than_one_block_still_merges_into_one(ban
     assert result.groups == 1 and result.merged_members == count
 
 
+def test_mentions_of_one_name_are_linked_by_its_key_not_by_whichever_ann_ties_come_back(bank: Bank) -> None:
+    """More mentions of one name than ANN_NEIGHBOURS share one vector; which of them the index returns
+    varies from run to run, so the vector lookup leaves them to the name's blocking key."""
+    mentions = [Concept(id=stable_id("con", str(i)), title="film" if i % 2 else "Film", source_ids=[f"src-{i:03d}"])
+                for i in range(merge.ANN_NEIGHBOURS + 4)]
+    other = Concept(id=stable_id("con", "films"), title="films", source_ids=["src-999"])
+    bank.write([*mentions, other])
+    new = {m.id: m for m in mentions}
+    close = merge._similar_names(bank, new, bank.vectors.get_embeddings(list(new)))
+    assert set(close) == set(new) and all(found in ([], [other.id]) for found in close.values())
+
+
 @pytest.mark.slow
 def test_merging_in_chunks_of_documents_makes_the_same_canonical_objects(tmp_path: Path, sample_corpus: Path) -> None:
     """A first cycle over a large corpus merges chunk after chunk; on the sample corpus (about 700 names)

@@ -38,6 +38,8 @@ NAME_SIMILAR = 0.88
 VECTOR_SIMILAR = 0.86
 CONTEXT_SIMILAR = 0.5
 ANN_NEIGHBOURS = 8
+#: A cosine this close to 1 is the same embedded text (the embedder ignores case).
+SAME_VECTOR = 1 - 1e-5
 #: Objects taken from one blocking key per new object. A common name ("film", "American") is shared by
 #: thousands of mentions; comparing all of them is quadratic, while linking each to the same few
 #: (lowest ids) is enough: groups are unions, so every mention still reaches one canonical object.
@@ -288,7 +290,10 @@ def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> d
     """Layer-1 objects of the same type whose name vectors are close (VECTOR_SIMILAR) to each new one's.
 
     An entity's or concept's vector embeds its name alone, so objects of one name share one vector: the
-    index is asked once per (type, name), not once per object (a third fewer queries on 2wiki)."""
+    index is asked once per (type, name), not once per object (a third fewer queries on 2wiki). For the
+    same reason the hits with the very same vector are left out: they are mentions of the same name,
+    which its blocking key already links (`MAX_PER_KEY`), and which of more than ANN_NEIGHBOURS such ties
+    the index returns varies from run to run (573 of 289k pairs differed between two identical runs)."""
     asked: dict[tuple[str, str], list[str]] = defaultdict(list)  # (type, name) -> the new objects it stands for
     for oid, obj in new.items():
         if oid in vectors:
@@ -299,7 +304,7 @@ def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> d
         prefix = f"{model_for(type_).id_prefix}-"  # layer-1 ids only: canonical objects have their own prefix
         found = bank.vectors.query_many([vectors[asked[key][0]] for key in keys], ANN_NEIGHBOURS, prefix)
         for key, hits in zip(keys, found):
-            close = [other for other, similarity in hits if similarity >= VECTOR_SIMILAR]
+            close = [other for other, similarity in hits if VECTOR_SIMILAR <= similarity < SAME_VECTOR]
             for oid in asked[key]:
                 out[oid] = close
     return out
