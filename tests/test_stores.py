@@ -19,6 +19,7 @@ from smb_core.model import (
 from smb_core.settings import Settings
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
+from smb_core.stores import metadata as metadata_module
 from smb_core.stores.metadata import MetadataStore
 from smb_core.stores.vectors import VectorStore
 
@@ -403,6 +404,29 @@ def test_metadata_read_sessions_let_other_processes_write_once_they_end(tmp_path
         assert reader.sql("SELECT key FROM meta ORDER BY key") == [("after",), ("schema_version",)]
     finally:
         reader.close()
+
+
+def test_metadata_read_sessions_still_open_after_a_query_spilled_to_disk(tmp_path: Path, monkeypatch):
+    """A read query larger than the memory limit spills to `<file>.tmp`. DuckDB then refuses to set the
+    temporary directory again, which every new read session did: at 10,000 documents a first cycle
+    failed in its semantic layer. Later sessions, of this file and of another, must still open."""
+    monkeypatch.setattr(metadata_module, "_READERS", metadata_module._ReadOnlyAttachments())  # its own instance
+    path, other = tmp_path / "m.duckdb", tmp_path / "other.duckdb"
+    for p in (path, other):
+        MetadataStore(p).connect().close()
+    big = MetadataStore(path, read_only=True, memory_limit="100MB").connect()
+    try:
+        assert big.sql("SELECT count(*) FROM (SELECT md5(range::VARCHAR) AS h FROM range(2000000) ORDER BY h)") \
+            == [(2_000_000,)]
+    finally:
+        big.close()
+    assert (tmp_path / "m.duckdb.tmp").exists()  # it did spill
+    for p in (path, other, path):
+        reader = MetadataStore(p, read_only=True, memory_limit="100MB").connect()
+        try:
+            assert reader.sql("SELECT count(*) FROM meta") == [(1,)]
+        finally:
+            reader.close()
 
 
 # ---- Chroma vectors ---------------------------------------------------------------------------

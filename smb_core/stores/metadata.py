@@ -129,12 +129,25 @@ class _ReadOnlyAttachments:
             if not self._sessions.get(path):
                 if memory_limit:
                     self._instance.execute(f"SET memory_limit = {_quoted(memory_limit)}")
-                self._instance.execute(f"SET temp_directory = {_quoted(f'{path}.tmp')}")  # where a file's own goes
+                self._spill_next_to(path)
                 self._instance.execute(f"ATTACH {_quoted(str(path))} AS {alias} (READ_ONLY)")
             self._sessions[path] = self._sessions.get(path, 0) + 1
             cursor = self._instance.cursor()
         cursor.execute(f"USE {alias}")
         return cursor
+
+    def _spill_next_to(self, path: Path) -> None:
+        """Let a large query spill to `<file>.tmp`, beside the bank. Once the instance has spilled,
+        DuckDB refuses to switch its temporary directory, even to the same one: a read session of a
+        large bank that spilled then broke every later session of the process (a first cycle at
+        10,000 documents failed in its semantic layer). The directory in use then stays."""
+        wanted = f"{path}.tmp"
+        if self._instance.execute("SELECT current_setting('temp_directory')").fetchone()[0] == wanted:
+            return
+        try:
+            self._instance.execute(f"SET temp_directory = {_quoted(wanted)}")
+        except duckdb.NotImplementedException:  # "cannot switch temporary directory after ... used"
+            pass
 
     def close(self, path: Path, cursor: duckdb.DuckDBPyConnection) -> None:
         cursor.close()
