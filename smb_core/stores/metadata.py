@@ -141,11 +141,8 @@ class _ReadOnlyAttachments:
         DuckDB refuses to switch its temporary directory, even to the same one: a read session of a
         large bank that spilled then broke every later session of the process (a first cycle at
         10,000 documents failed in its semantic layer). The directory in use then stays."""
-        wanted = f"{path}.tmp"
-        if self._instance.execute("SELECT current_setting('temp_directory')").fetchone()[0] == wanted:
-            return
         try:
-            self._instance.execute(f"SET temp_directory = {_quoted(wanted)}")
+            self._instance.execute(f"SET temp_directory = {_quoted(f'{path}.tmp')}")
         except duckdb.NotImplementedException:  # "cannot switch temporary directory after ... used"
             pass
 
