@@ -248,7 +248,10 @@ def test_an_entity_named_in_two_documents_gets_one_timeline_and_the_record_lists
 
 
 @pytest.mark.slow
-def test_a_whole_cycle_on_the_sample_corpus_writes_readable_layer_5(bank: Bank, settings, sample_corpus) -> None:
+def test_a_whole_cycle_on_the_sample_corpus_writes_readable_layer_5(bank: Bank, settings, sample_corpus,
+                                                                   monkeypatch) -> None:
+    monkeypatch.setattr(narrative, "MAX_LISTED", 3)  # the record lists a few entries per section, counts the rest
+    monkeypatch.setattr(narrative, "SUBJECTS_PER_BATCH", 7)  # and subjects are rebuilt in many batches
     _ingest(bank, sample_corpus)
     cycle = open_cycle(bank, "cycle-00001", "run-1")
     semantic.run(bank, cycle)
@@ -256,8 +259,21 @@ def test_a_whole_cycle_on_the_sample_corpus_writes_readable_layer_5(bank: Bank, 
     result = narrative.run(bank, cycle)
     objects = _layer5(bank)
     assert result.counts["timelines"] >= 10 and result.counts["narratives"] >= 5
+    kinds = [o.type.value for o in objects.values()]
+    assert (result.counts["timelines"], result.counts["narratives"]) == (kinds.count("timeline"), kinds.count("narrative"))
     record = objects[stable_id("evo", cycle.key)]
     assert record.changes["documents"] == len(scan(sample_corpus)) and record.changes["merge_groups"] > 0
+    with bank.reading() as db:
+        groups = db.sql("SELECT survivor, count(*) FROM merges WHERE cycle = ? AND NOT undone GROUP BY survivor "
+                        "ORDER BY count(*) DESC, survivor", [cycle.key])
+        largest = db.get_object(groups[0][0])
+    assert (record.changes["merge_groups"], record.changes["merged_members"]) == (len(groups), sum(n for _, n in groups))
+    merges = record.body.split("## Merges")[1].split("\n## ")[0]
+    listed = [line for line in merges.splitlines() if line.startswith("- [")]
+    assert len(listed) == 3 and f"- … and {len(groups) - 3} more" in merges
+    assert largest.type.value == "canonical_entity" and listed[0].startswith(f"- [{largest.title}](../../{largest.path()})")
+    rebuilt = record.body.split("## Timelines and narratives")[1]
+    assert f"- … and {kinds.count('timeline') + kinds.count('narrative') - 3} more" in rebuilt
     for obj in objects.values():
         assert obj.derived_from and obj.source_ids and obj.run_id == "run-1" and obj.tags == [cycle.tag]
         _assert_links_resolve(bank, obj)

@@ -36,6 +36,7 @@ MAX_STATEMENTS = 40  # per narrative, so that it stays readable
 MAX_CANDIDATES = 2000  # dated claims read per subject before thinning to MAX_EVENTS
 MAX_EDGES = 50  # derives_from edges per object (derived_from keeps every id)
 MAX_LISTED = 40  # entries per section of the evolution record
+SUBJECTS_PER_BATCH = 2000  # subjects whose timelines are rebuilt and written together
 SAME_EVENT = 0.6  # two claims of one date sharing this much of their words report one event
 ENTITY_TYPES = ("entity", "canonical_entity")
 
@@ -60,9 +61,60 @@ class _Event:
         return (*self.when.sort_key(), self.text.lower(), self.claim_id)
 
 
+@dataclass
+class _Rebuilt:
+    """The timelines and narratives this cycle built, kept small for the record: every id, and the
+    first MAX_LISTED objects of each kind (the ones a digest or the record links to)."""
+
+    timeline_ids: list[str] = field(default_factory=list)
+    narrative_ids: list[str] = field(default_factory=list)
+    timelines: list[Timeline] = field(default_factory=list)
+    narratives: list[Narrative] = field(default_factory=list)
+    events: int = 0
+
+    def add(self, timelines: list[Timeline], narratives: list[Narrative]) -> None:
+        self.timeline_ids += [t.id for t in timelines]
+        self.narrative_ids += [n.id for n in narratives]
+        self.timelines += timelines[:MAX_LISTED - len(self.timelines)]
+        self.narratives += narratives[:MAX_LISTED - len(self.narratives)]
+        self.events += sum(len(t.events) for t in timelines)
+
+
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
-    subjects = touched_subjects(bank, cycle)
+    subject_ids = touched_subjects(bank, cycle)
+    rebuilt, unchanged = _Rebuilt(), 0
+    # a first cycle over a large bank touches tens of thousands of subjects: a batch at a time keeps
+    # the claims and bodies in memory bounded; each batch is written whole, so a re-run redoes the rest
+    for start in range(0, len(subject_ids), SUBJECTS_PER_BATCH):
+        with bank.reading() as db:
+            subjects = db.get_objects(subject_ids[start:start + SUBJECTS_PER_BATCH])
+        timelines, narratives, same = _rebuild(bank, cycle, subjects)
+        rebuilt.add(timelines, narratives)
+        unchanged += same
+    retired = retire_stale(bank, cycle, set(subject_ids), {*rebuilt.timeline_ids, *rebuilt.narrative_ids})
+    record, changes = evolution_record(bank, cycle, rebuilt, retired)
+    if record is not None:
+        record_edges = _edges(record, None)
+        _keep_created(bank, [record])
+        _drop_stale_edges(bank, [record], record_edges)
+        bank.write([record], record_edges, run_id=cycle.run_id)
+    result.counts = {"subjects_touched": len(subject_ids), "timelines": len(rebuilt.timeline_ids),
+                     "narratives": len(rebuilt.narrative_ids), "events": rebuilt.events,
+                     "timelines_superseded": retired,
+                     **{k: v for k, v in changes.items() if k not in ("timelines", "narratives")}}
+    if unchanged:
+        result.summary.append(f"{unchanged} timelines and narratives of touched subjects already said the same; "
+                              "not rewritten.")
+    result.summary += [digest_line(bank, "timeline", t) for t in rebuilt.timelines[:10]]
+    result.summary += [digest_line(bank, "narrative", n) for n in rebuilt.narratives[:10]]
+    if record is not None:
+        result.summary.append(digest_line(bank, "evolution", record))
+    return result
+
+
+def _rebuild(bank: Bank, cycle: Cycle, subjects: dict[str, MemoryObject]) -> tuple[list[Timeline], list[Narrative], int]:
+    """Timelines and narratives of these subjects, written where they changed; also how many had not."""
     events = dated_events(bank, subjects)
     paths = _source_paths(bank, {s for evs in events.values() for e in evs for s in e.source_ids})
     timelines, narratives, edges = [], [], []
@@ -79,41 +131,23 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
             story = build_narrative(subjects[subject_id], name, subject_events, cycle, paths)
             narratives.append(story)
             edges += _edges(story, subject_id)
-    built = [*timelines, *narratives]
-    unchanged = unchanged_ids(bank, built)
-    changed = [o for o in built if o.id not in unchanged]
+    unchanged = unchanged_ids(bank, [*timelines, *narratives])
+    changed = [o for o in [*timelines, *narratives] if o.id not in unchanged]
     edges = [e for e in edges if e.head not in unchanged]
     _keep_created(bank, changed)
     _drop_stale_edges(bank, changed, edges)
     bank.write(changed, edges, run_id=cycle.run_id)
-    retired = retire_stale(bank, cycle, set(subjects), {o.id for o in built})
-    record, changes = evolution_record(bank, cycle, timelines, narratives, retired)
-    if record is not None:
-        record_edges = _edges(record, None)
-        _keep_created(bank, [record])
-        _drop_stale_edges(bank, [record], record_edges)
-        bank.write([record], record_edges, run_id=cycle.run_id)
-    result.counts = {"subjects_touched": len(subjects), "timelines": len(timelines), "narratives": len(narratives),
-                     "events": sum(len(t.events) for t in timelines), "timelines_superseded": retired,
-                     **{k: v for k, v in changes.items() if k not in ("timelines", "narratives")}}
-    if unchanged:
-        result.summary.append(f"{len(unchanged)} timelines and narratives of touched subjects already said the same; "
-                              "not rewritten.")
-    result.summary += [digest_line(bank, "timeline", t) for t in timelines[:10]]
-    result.summary += [digest_line(bank, "narrative", n) for n in narratives[:10]]
-    if record is not None:
-        result.summary.append(digest_line(bank, "evolution", record))
-    return result
+    return timelines, narratives, len(unchanged)
 
 
 # ---- which subjects this cycle touched ----------------------------------------------------------
 
-def touched_subjects(bank: Bank, cycle: Cycle) -> dict[str, MemoryObject]:
-    """Active entities (canonical or plain, not dates) referenced by this cycle's new claims, with
+def touched_subjects(bank: Bank, cycle: Cycle) -> list[str]:
+    """Ids of the active entities (canonical or plain, not dates) referenced by this cycle's new claims, with
     merged members replaced by their canonical object, and the active communities that contain them."""
     claims = new_object_ids(bank, cycle, ("claim",))
     if not claims:
-        return {}
+        return []
     with bank.reading() as db:
         rows = db.sql(
             """
@@ -123,21 +157,20 @@ def touched_subjects(bank: Bank, cycle: Cycle) -> dict[str, MemoryObject]:
                 WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))
                   AND o.type IN ('entity', 'canonical_entity')
             ), entities AS (
-                SELECT o.id FROM objects o JOIN named n ON n.id = o.id
+                SELECT o.id, o.type, o.title FROM objects o JOIN named n ON n.id = o.id
                 WHERE o.status = 'active' AND o.type IN ('entity', 'canonical_entity')
                   AND coalesce(json_extract_string(o.data, '$.entity_kind'), '') <> 'date'
             )
-            SELECT id FROM entities
+            SELECT id, type, title FROM entities
             UNION
-            SELECT DISTINCT e.head FROM edges e JOIN objects c ON c.id = e.head
+            SELECT DISTINCT c.id, c.type, c.title FROM edges e JOIN objects c ON c.id = e.head
             WHERE e.edge_type = 'contains' AND e.tail IN (SELECT id FROM entities)
               AND c.type = 'community' AND c.status = 'active'
             """,
             [claims],
         )
-        found = db.get_objects(sorted(r[0] for r in rows))
     # names without a word ("2.0", "3.0") are versions or numbers the NER took for entities: no story
-    return {i: o for i, o in found.items() if o.type.value == "community" or re.search(r"[^\W\d_]{2}", o.title)}
+    return sorted(i for i, kind, title in rows if kind == "community" or re.search(r"[^\W\d_]{2}", title))
 
 
 def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str]]:
@@ -492,8 +525,7 @@ def retire_stale(bank: Bank, cycle: Cycle, touched: set[str], built: set[str]) -
 
 # ---- the evolution record -----------------------------------------------------------------------
 
-def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narratives: list[Narrative],
-                     retired: int) -> tuple[Evolution | None, dict[str, int]]:
+def evolution_record(bank: Bank, cycle: Cycle, rebuilt: _Rebuilt, retired: int) -> tuple[Evolution | None, dict[str, int]]:
     """What this cycle changed, as a changelog with links: everything is read back from the bank (the
     merges table, run ids, status reasons), so the record is the same however often it is rebuilt."""
     run, tag = cycle.run_id, cycle.tag
@@ -504,8 +536,21 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
         extracted = dict(db.sql("SELECT type, count(*) FROM objects WHERE layer = 1 AND "
                                 "list_has_any(source_ids, ?::VARCHAR[]) GROUP BY type", [cycle.source_ids])) \
             if cycle.source_ids else {}
-        merges = db.sql("SELECT survivor, member FROM merges WHERE cycle = ? AND NOT undone ORDER BY survivor, member",
+        # a first cycle over a large bank merges hundreds of thousands of members: the groups are counted
+        # in SQL and only the objects the record shows (MAX_LISTED per section) are read
+        groups = db.sql("SELECT m.survivor, o.type, o.title, count(*) FROM merges m LEFT JOIN objects o "
+                        "ON o.id = m.survivor WHERE m.cycle = ? AND NOT m.undone GROUP BY ALL ORDER BY m.survivor",
                         [cycle.key])
+        # entities before concepts, the largest groups first: what a reader most wants to check
+        groups.sort(key=lambda g: (g[1] != "canonical_entity", -g[3], (g[2] or g[0]).lower()))
+        shown_groups = [g[0] for g in groups[:MAX_LISTED]]
+        member_names = db.sql(
+            "SELECT m.survivor, coalesce(o.title, m.member), count(*), min(m.member) FROM merges m "
+            "LEFT JOIN objects o ON o.id = m.member WHERE m.cycle = ? AND NOT m.undone "
+            "AND m.survivor IN (SELECT unnest(?)) GROUP BY ALL", [cycle.key, shown_groups])
+        names_of: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
+        for survivor, title, n, first in member_names:
+            names_of[survivor].append((title, n, first))
         # a split object keeps its evolves_into edges; its status reason names the cycle that split it
         splits = db.sql(
             "SELECT e.head, e.tail FROM edges e JOIN objects o ON o.id = e.head WHERE e.edge_type = 'evolves_into' "
@@ -525,30 +570,26 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
                           "> coalesce(?, TIMESTAMPTZ '-infinity')", [since, since])
         decayed = _ids(db, "status = 'deprecated' AND json_extract_string(data, '$.status_reason') ILIKE '%confidence%' "
                        "AND modified > coalesce(?, TIMESTAMPTZ '-infinity')", [since])
-        listed = {i for i, *_ in merges} | {m for _, m in merges} | {i for pair in splits for i in pair}
-        listed |= {*new_contradictions, *changed_contradictions, *superseded, *reinforced[:MAX_LISTED], *decayed}
-        listed |= {i for ids in layer4.values() for i in ids[:MAX_LISTED]}
+        split_heads = sorted({h for h, _ in splits})[:MAX_LISTED]
+        listed = {*shown_groups, *(first for ns in names_of.values() for _, _, first in _most_named(ns)),
+                  *split_heads, *(t for h, t in splits if h in split_heads)}
+        for ids in (new_contradictions, changed_contradictions, *layer4.values(), superseded, reinforced, decayed):
+            listed |= set(ids[:MAX_LISTED])
         objects = db.get_objects(sorted(listed))
-    merge_groups: dict[str, list[str]] = defaultdict(list)
-    for survivor, member in merges:
-        merge_groups[survivor].append(member)
-    # entities before concepts, the largest groups first: what a reader most wants to check
-    merge_groups = dict(sorted(merge_groups.items(), key=lambda kv: (
-        getattr(objects.get(kv[0]), "type", None) != "canonical_entity", -len(kv[1]),
-        getattr(objects.get(kv[0]), "title", kv[0]).lower())))
     changes = {
         "documents": len(documents), "claims_extracted": extracted.get("claim", 0),
-        "merge_groups": len(merge_groups), "merged_members": len(merges),
+        "merge_groups": len(groups), "merged_members": sum(g[3] for g in groups),
         "splits": len({h for h, _ in splits}), "contradictions_new": len(new_contradictions),
         "contradictions_changed": len(changed_contradictions), "abstractions_new": len(layer4["abstraction"]),
         "syntheses_new": len(layer4["synthesis"]), "discovered_relationships_new": len(layer4["discovered_relationship"]),
         "groupings_superseded": len(superseded), "confidence_reinforced": len(reinforced),
-        "deprecated_by_decay": len(decayed), "timelines": len(timelines), "narratives": len(narratives),
+        "deprecated_by_decay": len(decayed), "timelines": len(rebuilt.timeline_ids),
+        "narratives": len(rebuilt.narrative_ids),
         "timelines_superseded": retired,
     }
-    derived = [*sorted(merge_groups), *sorted({h for h, _ in splits}), *new_contradictions, *changed_contradictions,
+    derived = [*sorted(g[0] for g in groups), *sorted({h for h, _ in splits}), *new_contradictions, *changed_contradictions,
                *(i for ids in layer4.values() for i in ids), *superseded, *decayed,
-               *(o.id for o in [*timelines, *narratives])][:500] or [d for d, _ in documents]
+               *rebuilt.timeline_ids, *rebuilt.narrative_ids][:500] or [d for d, _ in documents]
     if not derived:
         return None, changes
     get = objects.get
@@ -556,8 +597,9 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
             _headline(cycle, changes, extracted), "",
             "| change | count |", "|---|---|", *(f"| {k.replace('_', ' ')} | {v} |" for k, v in changes.items()), ""]
     body += _section("Documents consumed", [f"- *{path}* (`{sid}`)" for sid, path in documents])
-    body += _section(f"Merges ({len(merge_groups)} canonical objects, {len(merges)} members)",
-                     [f"- {_obj_link(get(s), s)} ← {_member_names(ms, objects)}" for s, ms in merge_groups.items()])
+    body += _section(f"Merges ({changes['merge_groups']} canonical objects, {changes['merged_members']} members)",
+                     [f"- {_obj_link(get(s), s)} ← {_member_names(names_of[s], objects)}" for s in shown_groups],
+                     total=len(groups))
     split_groups: dict[str, list[str]] = defaultdict(list)
     for head, tail in splits:
         split_groups[head].append(tail)
@@ -575,7 +617,8 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
         *(f"- reinforced by new evidence: {_obj_link(get(i), i)}" for i in reinforced),
         *(f"- deprecated as its confidence decayed: {_obj_link(get(i), i)}" for i in decayed)])
     body += _section("Timelines and narratives of the touched subjects (rewritten where they changed)",
-                     [f"- {_obj_link(o, o.id)}" for o in [*timelines, *narratives]])
+                     [f"- {_obj_link(o, o.id)}" for o in [*rebuilt.timelines, *rebuilt.narratives]],
+                     total=len(rebuilt.timeline_ids) + len(rebuilt.narrative_ids))
     record = Evolution(
         id=stable_id("evo", cycle.key), title=f"What changed in {cycle.key}", cycle=cycle.key, changes=changes,
         description=_headline(cycle, changes, extracted), body="\n".join(body),
@@ -586,16 +629,14 @@ def evolution_record(bank: Bank, cycle: Cycle, timelines: list[Timeline], narrat
     return record, changes
 
 
-def _member_names(member_ids: list[str], objects: dict[str, MemoryObject]) -> str:
+def _most_named(names: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """A merge group's member names (title, members so named, first such member), most used first."""
+    return sorted(names, key=lambda n: (-n[1], n[0].lower(), n[2]))[:8]
+
+
+def _member_names(names: list[tuple[str, int, str]], objects: dict[str, MemoryObject]) -> str:
     """'[Lumen Labs](…) ×14, [LL](…), [Lumen Laboratories](…)': each name once, linked to its first member."""
-    first: dict[str, str] = {}
-    counts: dict[str, int] = defaultdict(int)
-    for m in member_ids:
-        title = objects[m].title if m in objects else m
-        first.setdefault(title, m)
-        counts[title] += 1
-    names = sorted(first, key=lambda t: (-counts[t], t.lower()))
-    shown = [f"{_obj_link(objects.get(first[t]), first[t])}{f' ×{counts[t]}' if counts[t] > 1 else ''}" for t in names[:8]]
+    shown = [f"{_obj_link(objects.get(first), first)}{f' ×{n}' if n > 1 else ''}" for _, n, first in _most_named(names)]
     return ", ".join(shown) + (f" and {len(names) - 8} other names" if len(names) > 8 else "")
 
 
@@ -635,11 +676,13 @@ def _headline(cycle: Cycle, changes: dict[str, int], extracted: dict[str, int]) 
     return f"{text} It {_and([d for d in did if d])}."
 
 
-def _section(title: str, lines: list[str]) -> list[str]:
-    if not lines:
+def _section(title: str, lines: list[str], total: int | None = None) -> list[str]:
+    """A heading and at most MAX_LISTED lines; `total` counts entries whose lines were not made."""
+    total = len(lines) if total is None else total
+    if not total:
         return []
     shown = lines[:MAX_LISTED]
-    more = [f"- … and {len(lines) - MAX_LISTED} more"] if len(lines) > MAX_LISTED else []
+    more = [f"- … and {total - MAX_LISTED} more"] if total > MAX_LISTED else []
     return [f"## {title}", "", *shown, *more, ""]
 
 
