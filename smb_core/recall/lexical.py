@@ -108,7 +108,10 @@ class PostingIndex:
             tf = self._tf[a:b]
             np.add.at(scores, self._unit[a:b], idf * tf * (K1 + 1) / (tf + self._norm[a:b]))
         hits = np.flatnonzero(scores > 0)
-        if not len(hits):
-            return []
+        if 0 < k < len(hits):
+            # common words score most documents of a large bank: sorting them all in Python grew with
+            # it; keep the k best and whatever ties the k-th, which the exact sort below orders by id
+            kth = np.partition(scores[hits], len(hits) - k)[len(hits) - k]
+            hits = hits[scores[hits] >= kth]
         order = sorted(hits, key=lambda i: (-scores[i], self.units[i]))[:k]
         return [(str(self.units[i]), float(scores[i])) for i in order]
