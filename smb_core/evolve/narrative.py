@@ -131,8 +131,9 @@ def _rebuild(bank: Bank, cycle: Cycle, subjects: dict[str, MemoryObject]) -> tup
             story = build_narrative(subjects[subject_id], name, subject_events, cycle, paths)
             narratives.append(story)
             edges += _edges(story, subject_id)
-    unchanged = unchanged_ids(bank, [*timelines, *narratives])
-    changed = [o for o in [*timelines, *narratives] if o.id not in unchanged]
+    built = [*timelines, *narratives]
+    unchanged = unchanged_ids(bank, built)
+    changed = [o for o in built if o.id not in unchanged]
     edges = [e for e in edges if e.head not in unchanged]
     _keep_created(bank, changed)
     _drop_stale_edges(bank, changed, edges)
@@ -570,16 +571,17 @@ def evolution_record(bank: Bank, cycle: Cycle, rebuilt: _Rebuilt, retired: int) 
                           "> coalesce(?, TIMESTAMPTZ '-infinity')", [since, since])
         decayed = _ids(db, "status = 'deprecated' AND json_extract_string(data, '$.status_reason') ILIKE '%confidence%' "
                        "AND modified > coalesce(?, TIMESTAMPTZ '-infinity')", [since])
-        split_heads = sorted({h for h, _ in splits})[:MAX_LISTED]
+        split_heads = sorted({h for h, _ in splits})
+        shown_heads = set(split_heads[:MAX_LISTED])
         listed = {*shown_groups, *(first for ns in names_of.values() for _, _, first in _most_named(ns)),
-                  *split_heads, *(t for h, t in splits if h in split_heads)}
+                  *shown_heads, *(t for h, t in splits if h in shown_heads)}
         for ids in (new_contradictions, changed_contradictions, *layer4.values(), superseded, reinforced, decayed):
             listed |= set(ids[:MAX_LISTED])
         objects = db.get_objects(sorted(listed))
     changes = {
         "documents": len(documents), "claims_extracted": extracted.get("claim", 0),
         "merge_groups": len(groups), "merged_members": sum(g[3] for g in groups),
-        "splits": len({h for h, _ in splits}), "contradictions_new": len(new_contradictions),
+        "splits": len(split_heads), "contradictions_new": len(new_contradictions),
         "contradictions_changed": len(changed_contradictions), "abstractions_new": len(layer4["abstraction"]),
         "syntheses_new": len(layer4["synthesis"]), "discovered_relationships_new": len(layer4["discovered_relationship"]),
         "groupings_superseded": len(superseded), "confidence_reinforced": len(reinforced),
@@ -587,7 +589,7 @@ def evolution_record(bank: Bank, cycle: Cycle, rebuilt: _Rebuilt, retired: int) 
         "narratives": len(rebuilt.narrative_ids),
         "timelines_superseded": retired,
     }
-    derived = [*sorted(g[0] for g in groups), *sorted({h for h, _ in splits}), *new_contradictions, *changed_contradictions,
+    derived = [*sorted(g[0] for g in groups), *split_heads, *new_contradictions, *changed_contradictions,
                *(i for ids in layer4.values() for i in ids), *superseded, *decayed,
                *rebuilt.timeline_ids, *rebuilt.narrative_ids][:500] or [d for d, _ in documents]
     if not derived:
