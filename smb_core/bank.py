@@ -296,9 +296,9 @@ class Bank:
                 rows = db.sql(f"SELECT id, file_path, graph_node_id FROM objects WHERE {where}", params)
             ids = [r[0] for r in rows]
             found = set(ids)
-            graph = self.graph.ensure_loaded()
             missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
-            missing_nodes = [r[0] for r in rows if r[2] and not graph.has_node(r[2])]
+            absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
+            missing_nodes = [r[0] for r in rows if r[2] in absent]
             in_chroma = self.vectors.existing(ids) if ids else set()
             missing_vectors = [i for i in ids if i not in in_chroma]
             edge_rows = db.sql("SELECT count(*) FROM edges")[0][0]
@@ -310,6 +310,7 @@ class Bank:
                 "missing_rows": [i for i in (object_ids or []) if i not in found][:20],
             }
             if object_ids is None:
+                graph = self.graph.ensure_loaded()
                 report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
                 report["duckdb_rows"] = len(ids)
                 report["chroma_vectors"] = self.vectors.count()

@@ -91,6 +91,20 @@ def test_written_objects_are_in_all_four_stores_with_shared_ids(bank: Bank):
     assert bank.check_consistency(ids)["consistent"] is True
 
 
+def test_a_check_of_new_objects_reads_the_graph_log_and_still_finds_a_lost_node(bank: Bank):
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    ids = [o.id for o in objects]
+    fresh = Bank(settings=bank.settings)  # another process: it has not read the graph
+    assert fresh.check_consistency(ids)["consistent"] is True
+    assert not fresh.graph._loaded  # its nodes were found at the end of the graph's log
+
+    bank.graph.ensure_loaded().remove_node("ent-okafor")  # lost from the graph
+    bank.graph.compact()  # the others are now in the snapshot only
+    report = Bank(settings=bank.settings).check_consistency(ids)
+    assert report["consistent"] is False and report["missing_graph_nodes"] == ["ent-okafor"]
+
+
 def test_rewriting_the_same_objects_does_not_duplicate(bank: Bank):
     objects, edges = _objects()
     bank.write(objects, edges)

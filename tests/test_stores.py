@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from smb_core.model import (
     Status, from_markdown,
 )
 from smb_core.settings import Settings
+from smb_core.stores import graph as graph_module
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
 from smb_core.stores import metadata as metadata_module
@@ -164,6 +166,24 @@ def test_graph_append_by_a_process_that_has_not_read_it_does_not_load_it(tmp_pat
     assert writer.log_path.stat().st_size < 1000  # the torn line was cut off
     assert sorted(writer.ensure_loaded().nodes) == ["a", "b", "c", "d", "e", "f", "h"]
     assert writer.stats()["edges"] == 5
+
+
+def test_graph_missing_nodes_reads_the_log_back_before_loading_the_snapshot(tmp_path: Path, monkeypatch):
+    directory = tmp_path / "graph"
+    _small_graph(directory).compact()  # a..f are in the snapshot only
+    writer = GraphStore(directory)
+    for k in range(300):  # lines longer than the read-back chunk patched below, and many of them
+        writer.append(nodes=[(f"n{k}-{j}", _node("claim", "t" * 40)) for j in range(3)])
+    with (directory / "graph.log").open("ab") as handle:  # a writer died mid-line
+        handle.write(b'{"n": [["torn", {"type": "conc')
+    monkeypatch.setattr(graph_module, "_complete_lines_backwards",
+                        functools.partial(graph_module._complete_lines_backwards, chunk=97))
+    reader = GraphStore(directory)
+    assert reader.missing_nodes(["n299-2", "n0-0", "n150-1"]) == set()
+    assert not reader._loaded  # found in the log: the snapshot was not read
+    assert reader.missing_nodes(["n7-1", "a", "torn", "nowhere"]) == {"torn", "nowhere"}
+    assert reader._loaded  # "a" is only in the snapshot; the torn line never counts
+    assert reader.missing_nodes(["f", "n3-0", "zzz"]) == {"zzz"}
 
 
 def test_graph_compaction_keeps_everything_and_readers_catch_up(tmp_path: Path):

@@ -13,7 +13,7 @@ import json
 import os
 import pickle
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,24 @@ class GraphStore:
     def has_node(self, node: str) -> bool:
         return self.ensure_loaded().has_node(node)
 
+    def missing_nodes(self, nodes: Iterable[str]) -> set[str]:
+        """The given nodes the graph does not have.
+
+        A process that has not read the graph looks for them in the log first, from its end backwards,
+        where a run's own writes are: an ingest run checking its objects this way reads a few MB instead
+        of loading every node of the bank (30 s and about 2 GB at 10,000 documents, growing with the
+        bank). Only nodes not found in the log (folded into the snapshot, or really missing) cost a load."""
+        wanted = set(nodes)
+        if wanted and not self._loaded and self.log_path.exists():
+            for line in _complete_lines_backwards(self.log_path):
+                wanted.difference_update(node for node, _ in json.loads(line).get("n", []))
+                if not wanted:
+                    break
+        if wanted:
+            graph = self.ensure_loaded()
+            wanted = {node for node in wanted if not graph.has_node(node)}
+        return wanted
+
     def neighbors(self, node: str, edge_type_filter: str | EdgeType | None = None) -> list[dict[str, Any]]:
         """Adjacent nodes in both directions, with the edge type and direction that joins them."""
         graph = self.ensure_loaded()
@@ -185,6 +203,20 @@ class GraphStore:
             "edge_types": dict(Counter(t for *_, t in graph.edges(data="edge_type"))),
             "components": nx.number_weakly_connected_components(graph) if graph.number_of_nodes() else 0,
         }
+
+
+def _complete_lines_backwards(path: Path, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The log's non-blank complete lines, last first (a torn last line of a crashed writer is skipped)."""
+    with path.open("rb") as handle:
+        position = _complete_lines_end(handle, handle.seek(0, os.SEEK_END))
+        pending = b""  # the end of a line whose start lies further back
+        while position > 0:
+            start = max(0, position - chunk)
+            handle.seek(start)
+            lines = (handle.read(position - start) + pending).split(b"\n")
+            pending = lines.pop(0) if start > 0 else b""
+            yield from (line for line in reversed(lines) if line.strip())
+            position = start
 
 
 def _complete_lines_end(handle, end: int, chunk: int = 65536) -> int:
