@@ -52,7 +52,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"rejected: {path}: {reason}", file=sys.stderr)
     for failure in report.failures:
         print(f"error: {failure}", file=sys.stderr)
-    print(f"dagster runs: {', '.join(report.run_ids)} (see them with `smb ui`)")
+    if report.run_ids:
+        print(f"dagster runs: {', '.join(report.run_ids)} (see them with `smb ui`)")
+    else:
+        print("dagster runs: none (every file is already in the bank)")
     if not report.success:
         return 1
     return 2 if rejected else 0

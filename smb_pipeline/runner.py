@@ -78,7 +78,7 @@ def instance_for(bank_dir: Path) -> dg.DagsterInstance:
 class RunReport:
     run_ids: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    documents: int = 0
+    documents: int = 0  # corpus files scanned
 
     @property
     def success(self) -> bool:
@@ -87,7 +87,10 @@ class RunReport:
 
 def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
                log_level: str = "WARNING") -> RunReport:
-    """Add a partition per corpus file and materialize `source` and `extracted` over them."""
+    """Add a partition per new corpus file and materialize `source` and `extracted` over the files that
+    are not wholly in the bank yet (new, changed, or left unfinished by a run that died)."""
+    from smb_core.bank import Bank
+    from smb_core.ingest import files_to_ingest, get_extractor
     from smb_pipeline.definitions import defs
     from smb_pipeline.defs.ingest.sensors import range_tags
     from smb_pipeline.defs.partitions import documents
@@ -101,7 +104,8 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
     if new_keys:
         instance.add_dynamic_partitions(documents.name, new_keys)
     ordered = [*existing, *new_keys]
-    wanted = {f.partition_key for f in files}
+    wanted = {f.partition_key for f in files_to_ingest(Bank(settings=settings), files,
+                                                       get_extractor(settings).version)}
     job = defs().resolve_job_def("ingest")
     run_config = _run_config(settings, log_level)
     report = RunReport(documents=len(files))

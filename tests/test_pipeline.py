@@ -13,11 +13,13 @@ import pytest
 
 from smb_core.bank import Bank
 from smb_core.corpus import scan
+from smb_core.ingest import files_to_ingest, get_extractor
 from smb_core.settings import Settings
 from smb_pipeline.definitions import defs
 from smb_pipeline.defs.ingest.sensors import kbmd_sensor, range_tags
 from smb_pipeline.defs.partitions import documents
 from smb_pipeline.defs.resources import MemoryBankResource
+from smb_pipeline.runner import run_ingest
 from tests.conftest import write_doc
 
 RANGE_START = "dagster/asset_partition_range_start"
@@ -260,3 +262,44 @@ def test_sensor_adds_partitions_and_requests_ranges_then_only_changes(settings, 
 
     result, _ = _tick(settings, instance, cursor)
     assert result.run_requests == [] and result.dynamic_partitions_requests == []
+
+
+@pytest.mark.slow
+def test_smb_ingest_runs_only_over_files_not_wholly_in_the_bank(settings, corpus, instance):
+    files = scan(corpus)
+    keys = {f.relative: f.partition_key for f in files}
+
+    def ranges(ok: bool = True) -> list[tuple[str, str]]:
+        report = run_ingest(settings, instance=instance)
+        assert report.success is ok, report.failures
+        runs = [instance.get_run_by_id(run_id) for run_id in report.run_ids]
+        return [(run.tags[RANGE_START], run.tags[RANGE_END]) for run in runs]
+
+    assert ranges() == [(files[0].partition_key, files[-1].partition_key)]  # everything is new
+    empty = keys["empty.md"]
+    assert ranges(ok=False) == [(empty, empty)]  # a rejected file is tried again (and fails); the stored are not
+    (corpus / "empty.md").unlink()
+    assert ranges() == []
+
+    aurora = keys["aurora.md"]
+    write_doc(corpus, "aurora.md", DOCS["aurora.md"] + "It was rewritten in 2021.\n")
+    assert ranges() == [(aurora, aurora)]  # a changed file: its new version
+    bank = Bank(settings=settings)
+    with bank.reading() as db:
+        assert db.sql("SELECT status FROM sources WHERE partition_key = ? ORDER BY version", [aurora]) == [
+            ("superseded",), ("active",)]
+    assert ranges() == []
+
+    # what a run that died half-way leaves: a document without its extraction, a superseded version's
+    # object still active
+    zeta = keys["zeta.md"]
+    with bank.writing() as db:
+        db.sql("DELETE FROM extractions WHERE source_id IN (SELECT id FROM sources WHERE partition_key = ?)", [zeta])
+        db.sql("UPDATE objects SET status = 'active' WHERE id = (SELECT min(o.id) FROM objects o JOIN sources s "
+               "ON o.source_ids[1] = s.id WHERE s.partition_key = ? AND s.status = 'superseded')", [aurora])
+    version = get_extractor(settings).version
+    assert sorted(f.partition_key for f in files_to_ingest(bank, scan(corpus), version)) == sorted([aurora, zeta])
+    assert sorted(f.partition_key for f in files_to_ingest(bank, scan(corpus), "another-extractor")) == sorted(
+        keys[name] for name in DOCS)  # a new extractor version extracts everything again
+    ranges()
+    assert files_to_ingest(bank, scan(corpus), version) == []
