@@ -23,7 +23,7 @@ from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
 from smb_core.stores import metadata as metadata_module
 from smb_core.stores.metadata import MetadataStore
-from smb_core.stores.vectors import VectorStore
+from smb_core.stores.vectors import COLLECTION, HNSW, VectorStore
 
 # ---- markdown -------------------------------------------------------------------------------
 
@@ -520,6 +520,26 @@ def test_query_many_answers_hundreds_of_queries_with_a_large_over_fetch(tmp_path
     assert len(found) == 800
     assert all(rows and all(i.startswith("clm-") and int(i.split("-")[1]) % 4 == 0 for i, _ in rows) for rows in found)
     assert [rows[0][0] for rows in found[:400:4]] == [f"clm-{i:03d}" for i in range(0, 400, 4)]
+
+
+def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vector(tmp_path: Path, embedder):
+    import chromadb
+    from chromadb.api.client import SharedSystemClient
+
+    old = chromadb.PersistentClient(path=str(tmp_path / "chroma"))  # a bank made before sync_threshold was set
+    old.get_or_create_collection(COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+    assert old.get_collection(COLLECTION).configuration_json["hnsw"]["sync_threshold"] == 1000
+    SharedSystemClient.clear_system_cache()
+
+    store = VectorStore(tmp_path / "chroma")
+    assert store.collection.configuration_json["hnsw"]["sync_threshold"] == HNSW["sync_threshold"] > 1500
+    texts = [f"note number {i}" for i in range(1500)]  # more than Chroma's default, fewer than ours
+    store.upsert([f"n{i}" for i in range(1500)], embedder.embed(texts), [{"type": "claim"}] * 1500)
+    probe = (f"import sys; from smb_core.stores.vectors import VectorStore; from smb_core.embed import MiniLMEmbedder; "
+             f"s = VectorStore(sys.argv[1]); print(s.count(), s.query(MiniLMEmbedder().embed(['note number 1499'])[0], 1)[0][0])")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "chroma")], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["1500", "n1499"]
 
 
 def test_vector_store_persists_and_upserts_without_duplicates(tmp_path: Path, embedder):
