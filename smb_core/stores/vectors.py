@@ -22,9 +22,10 @@ import numpy as np
 #: sync_threshold: Chroma writes its index to disk every this many added vectors, and each write
 #: includes the id maps of the whole index (51 MB at 733k vectors), so at Chroma's default of 1,000 the
 #: cost per vector grows with the bank. Upserting 15,000 vectors into a 950k-vector collection took
-#: 12.2 s at 1,000 and 8.6 s at 10,000. Vectors not yet written are in Chroma's SQLite log, and a process
-#: that opens the collection replays them (all 15,000 were found; opening took 5.5 s instead of 3.6 s).
-HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 100, "ef_search": 128, "sync_threshold": 10_000}
+#: 12.2 s at 1,000, 9.5 s at 5,000 and 8.6 s at 10,000. Vectors not yet written are in Chroma's SQLite
+#: log, and a process that opens the collection replays them (all were found), about 0.4 ms each: 5,000
+#: bounds that at about 2 s while saving most of the writes.
+HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 100, "ef_search": 128, "sync_threshold": 5_000}
 
 COLLECTION = "smb-memory"
 #: Ids per Chroma call: its SQLite backend limits the variables in one statement.
