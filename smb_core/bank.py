@@ -297,6 +297,8 @@ class Bank:
             ids = [r[0] for r in rows]
             found = set(ids)
             missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
+            if object_ids is None:
+                graph = self.graph.ensure_loaded()  # every node: read the whole graph at once
             absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
             missing_nodes = [r[0] for r in rows if r[2] in absent]
             in_chroma = self.vectors.existing(ids) if ids else set()
@@ -310,7 +312,6 @@ class Bank:
                 "missing_rows": [i for i in (object_ids or []) if i not in found][:20],
             }
             if object_ids is None:
-                graph = self.graph.ensure_loaded()
                 report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
                 report["duckdb_rows"] = len(ids)
                 report["chroma_vectors"] = self.vectors.count()
