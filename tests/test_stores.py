@@ -535,8 +535,8 @@ def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vec
     assert store.collection.configuration_json["hnsw"]["sync_threshold"] == HNSW["sync_threshold"] > 1500
     texts = [f"note number {i}" for i in range(1500)]  # more than Chroma's default, fewer than ours
     store.upsert([f"n{i}" for i in range(1500)], embedder.embed(texts), [{"type": "claim"}] * 1500)
-    probe = (f"import sys; from smb_core.stores.vectors import VectorStore; from smb_core.embed import MiniLMEmbedder; "
-             f"s = VectorStore(sys.argv[1]); print(s.count(), s.query(MiniLMEmbedder().embed(['note number 1499'])[0], 1)[0][0])")
+    probe = ("import sys; from smb_core.stores.vectors import VectorStore; from smb_core.embed import MiniLMEmbedder; "
+             "s = VectorStore(sys.argv[1]); print(s.count(), s.query(MiniLMEmbedder().embed(['note number 1499'])[0], 1)[0][0])")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "chroma")], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["1500", "n1499"]
