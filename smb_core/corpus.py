@@ -73,6 +73,11 @@ def scan(root: Path) -> list[CorpusFile]:
     return found
 
 
+def content_sha256(data: bytes) -> str:
+    """The hash a layer-0 version is stored under: of the file's bytes as read."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def read_document(file: CorpusFile, root: Path, max_bytes: int) -> DocumentContent:
     """Read and validate one corpus file, or raise DocumentError saying what is wrong with it."""
     name = file.relative
@@ -104,7 +109,7 @@ def read_document(file: CorpusFile, root: Path, max_bytes: int) -> DocumentConte
     except ModelError as exc:
         raise DocumentError(name, f"broken YAML front matter: {exc}") from None
     return DocumentContent(
-        text=text, sha256=hashlib.sha256(data).hexdigest(), title=_title(front, body, name), tags=_tags(front)
+        text=text, sha256=content_sha256(data), title=_title(front, body, name), tags=_tags(front)
     )
 
 

@@ -6,7 +6,6 @@ no-op, and extraction of an already extracted version (same extractor version) i
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,7 +15,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from smb_core.bank import Bank
-from smb_core.corpus import CorpusFile, DocumentError, read_document, scan
+from smb_core.corpus import CorpusFile, DocumentError, content_sha256, read_document, scan
 from smb_core.extract.base import Extraction, Extractor, authored_title
 from smb_core.recall.names import document_names
 from smb_core.model import SourceDocument, stable_id
@@ -107,6 +106,11 @@ def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str 
     return outcomes
 
 
+#: SQL: the version `s` still has active objects of its own (a run died while superseding it).
+_HAS_ACTIVE_OBJECTS = ("EXISTS (SELECT 1 FROM objects o WHERE o.status = 'active' AND len(o.source_ids) = 1 "
+                       "AND o.source_ids[1] = s.id)")
+
+
 def files_to_ingest(bank: Bank, files: list[CorpusFile], extractor_version: str) -> list[CorpusFile]:
     """The files whose current content is not wholly in the bank: never stored (new, or rejected before),
     changed since their latest version, not yet extracted by this extractor version, or left with two
@@ -121,19 +125,18 @@ def files_to_ingest(bank: Bank, files: list[CorpusFile], extractor_version: str)
             "(SELECT 1 FROM extractions e WHERE e.source_id = s.id AND e.version = ?) "
             "GROUP BY partition_key HAVING count(*) = 1", [extractor_version]))
         half_superseded = {r[0] for r in db.sql(
-            "SELECT DISTINCT s.partition_key FROM sources s JOIN objects o ON o.source_ids[1] = s.id "
-            "WHERE s.status <> 'active' AND o.status = 'active' AND len(o.source_ids) = 1")}
+            f"SELECT DISTINCT partition_key FROM sources s WHERE status <> 'active' AND {_HAS_ACTIVE_OBJECTS}")}
     pending = []
     for file in files:
         sha256 = stored.get(file.partition_key)
-        if sha256 is None or file.partition_key in half_superseded or _sha256_of(file.path) != sha256:
+        if sha256 is None or file.partition_key in half_superseded or _file_sha256(file.path) != sha256:
             pending.append(file)
     return pending
 
 
-def _sha256_of(path: Path) -> str | None:
+def _file_sha256(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return content_sha256(path.read_bytes())
     except OSError:
         return None  # unreadable or gone: the run says why
 
@@ -148,8 +151,7 @@ def _versions_to_supersede(db, partition_keys: list[str]) -> dict[str, list[Sour
     """Versions of these partitions that are active, or superseded with objects still active (a run that
     died half-way through superseding); superseding them again is idempotent."""
     rows = db.sql(
-        "SELECT id FROM sources s WHERE partition_key IN (SELECT unnest(?)) AND (status = 'active' OR EXISTS "
-        "(SELECT 1 FROM objects o WHERE o.status = 'active' AND len(o.source_ids) = 1 AND o.source_ids[1] = s.id))",
+        f"SELECT id FROM sources s WHERE partition_key IN (SELECT unnest(?)) AND (status = 'active' OR {_HAS_ACTIVE_OBJECTS})",
         [list(partition_keys)],
     )
     found: dict[str, list[SourceDocument]] = {}
