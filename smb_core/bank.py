@@ -67,8 +67,8 @@ class Bank:
             return
         with self.lock.shared():
             self._refresh_if_changed()
-            self._db = MetadataStore(self.db_path, read_only=True,
-                                     memory_limit=self.settings.duckdb_memory_limit).connect()
+            self._db = MetadataStore(self.db_path, read_only=True, memory_limit=self.settings.duckdb_memory_limit,
+                                     writer_lock=self.lock.path).connect()
             try:
                 yield self._db
             finally:
@@ -84,7 +84,8 @@ class Bank:
         with self.lock.exclusive():
             self._refresh_if_changed()
             self.markdown.create_layout()
-            self._db = MetadataStore(self.db_path, memory_limit=self.settings.duckdb_memory_limit).connect()
+            self._db = MetadataStore(self.db_path, memory_limit=self.settings.duckdb_memory_limit,
+                                     wait_seconds=self.settings.lock_timeout_seconds).connect()
             try:
                 yield self._db
             finally:
