@@ -469,7 +469,8 @@ def test_metadata_read_attachment_lingers_until_a_writer_takes_the_bank_lock(tmp
 def test_metadata_read_attachment_ends_after_lingering_and_follows_a_replaced_file(tmp_path: Path, monkeypatch):
     """Without a writer, a kept attachment still ends after LINGER_SECONDS (its cache is memory); a
     file replaced on disk while attached is read afresh, not from the old attachment; and a session
-    without the lock file (no way to let writers in) detaches at once."""
+    without the lock file (no way to let writers in), or one that left DuckDB holding more than
+    LINGER_MAX_BYTES, detaches at once."""
     monkeypatch.setattr(metadata_module, "_READERS", metadata_module._ReadOnlyAttachments())
     monkeypatch.setattr(metadata_module, "LINGER_SECONDS", 0.2)
     path, lock, other = tmp_path / "m.duckdb", tmp_path / ".lock", tmp_path / "other.duckdb"
@@ -488,6 +489,10 @@ def test_metadata_read_attachment_ends_after_lingering_and_follows_a_replaced_fi
     MetadataStore(third).connect().close()
     assert _read_keys(third, None) == [("schema_version",)]
     assert _write_from_another_process(third, "at-once").returncode == 0
+    monkeypatch.setattr(metadata_module, "LINGER_SECONDS", 120.0)
+    monkeypatch.setattr(metadata_module, "LINGER_MAX_BYTES", 0)  # as if the session had read a lot
+    assert _read_keys(third, lock) == [("at-once",), ("schema_version",)]
+    assert _write_from_another_process(third, "after-a-large-session").returncode == 0
 
 
 def test_metadata_read_sessions_still_open_after_a_query_spilled_to_disk(tmp_path: Path, monkeypatch):

@@ -110,6 +110,10 @@ _OBJECT_COLUMNS = ["id", "type", "layer", "status", "title", "text", "confidence
 #: wants it (see `_ReadOnlyAttachments`), and how often it looks for one.
 LINGER_SECONDS = 30.0
 WRITER_POLL_SECONDS = 0.05
+#: A session that leaves DuckDB holding more than this (a scan of every object's JSON caches most of
+#: the file) detaches at once, as before: a kept attachment must not keep a pipeline step's large
+#: reads in memory while the step goes on. 200 recalls on a 10,000-document bank leave about 110 MB.
+LINGER_MAX_BYTES = 512 * 2**20
 
 
 class _ReadOnlyAttachments:
@@ -122,12 +126,13 @@ class _ReadOnlyAttachments:
     its first lookups were 4-6x slower, and recall took a p50 of 74 ms with a new attachment per query
     against 29 ms with one kept.
 
-    So a file stays attached after its last session, for up to LINGER_SECONDS. DuckDB refuses to open
-    a file read-write while another process has it attached, so writers must be let in: a session
-    given the bank's `writer_lock` file lingers, and a thread detaches it as soon as any process
-    holds that lock exclusively (a writer then waits about WRITER_POLL_SECONDS for DuckDB);
-    `release` detaches at once for a writer in this process. Nothing can write the file while it is
-    attached, so a kept attachment is never stale; a file replaced on disk is attached afresh.
+    So a file stays attached after its last session, for up to LINGER_SECONDS, unless the session left
+    more than LINGER_MAX_BYTES in DuckDB's memory. DuckDB refuses to open a file read-write while
+    another process has it attached, so writers must be let in: a session given the bank's
+    `writer_lock` file lingers, and a thread detaches it as soon as any process holds that lock
+    exclusively (a writer then waits about WRITER_POLL_SECONDS for DuckDB); `release` detaches at once
+    for a writer in this process. Nothing can write the file while it is attached, so a kept
+    attachment is never stale; a file replaced on disk is attached afresh.
     """
 
     def __init__(self) -> None:
@@ -181,7 +186,7 @@ class _ReadOnlyAttachments:
             if self._sessions[path]:
                 return
             del self._sessions[path]
-            if writer_lock is None:
+            if writer_lock is None or self._memory_used() > LINGER_MAX_BYTES:
                 self._detach(path)
                 return
             self._idle[path] = (time.monotonic(), writer_lock)
@@ -210,6 +215,9 @@ class _ReadOnlyAttachments:
                 if not self._idle:
                     self._watcher = None
                     return
+
+    def _memory_used(self) -> int:
+        return self._instance.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] or 0
 
     def _detach(self, path: Path) -> None:
         self._idle.pop(path, None)
