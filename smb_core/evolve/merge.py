@@ -274,16 +274,17 @@ def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
             JOIN edges e1 ON e1.head = c.id AND e1.tail = a.canonical AND e1.edge_type = 'references'
             WHERE a.canonical IS NOT NULL
         )
-        SELECT x.id, n.name FROM claims x
+        SELECT x.id, list(DISTINCT n.name) FROM claims x
         JOIN edges e2 ON e2.head = x.head AND e2.tail <> x.tail AND e2.edge_type = 'references'
         JOIN names n ON n.object_id = e2.tail
+        GROUP BY x.id
         """,
         [ids],
     )
-    out: dict[str, set[str]] = defaultdict(set)
-    for object_id, name in rows:
-        out[object_id].add(name)
-    return out
+    # One Python string per distinct name: the same names come back for thousands of objects (at
+    # 10,000 documents, one string per row held 0.6 GB for a chunk of 20,000 new objects).
+    names: dict[str, str] = {}
+    return {object_id: {names.setdefault(name, name) for name in found} for object_id, found in rows}
 
 
 def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> dict[str, list[str]]:
