@@ -472,19 +472,20 @@ def test_metadata_read_attachment_ends_after_lingering_and_follows_a_replaced_fi
     without the lock file (no way to let writers in), or one that left DuckDB holding more than
     LINGER_MAX_BYTES, detaches at once."""
     monkeypatch.setattr(metadata_module, "_READERS", metadata_module._ReadOnlyAttachments())
-    monkeypatch.setattr(metadata_module, "LINGER_SECONDS", 0.2)
+    monkeypatch.setattr(metadata_module, "LINGER_SECONDS", 120.0)
     path, lock, other = tmp_path / "m.duckdb", tmp_path / ".lock", tmp_path / "other.duckdb"
     for p in (path, other):
         MetadataStore(p).connect().close()
     assert _read_keys(path, lock) == [("schema_version",)]
+    assert _write_from_another_process(other, "replacement").returncode == 0
+    os.replace(other, path)  # while `path` is still attached here
+    assert _read_keys(path, lock) == [("replacement",), ("schema_version",)]
+    monkeypatch.setattr(metadata_module, "LINGER_SECONDS", 0.2)
     deadline = time.monotonic() + 30
     while _write_from_another_process(path, "after-lingering").returncode != 0:
         assert time.monotonic() < deadline, "the attachment never ended"
         time.sleep(0.2)
-    assert _read_keys(path, lock) == [("after-lingering",), ("schema_version",)]  # attached again, lingering
-    assert _write_from_another_process(other, "replacement").returncode == 0
-    os.replace(other, path)
-    assert _read_keys(path, lock) == [("replacement",), ("schema_version",)]
+    assert _read_keys(path, lock) == [("after-lingering",), ("replacement",), ("schema_version",)]
     third = tmp_path / "n.duckdb"
     MetadataStore(third).connect().close()
     assert _read_keys(third, None) == [("schema_version",)]
