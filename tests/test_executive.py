@@ -8,7 +8,8 @@ from smb_core.evolve import executive
 from smb_core.evolve.cycle import open_cycle
 from smb_core.integrity import dispute_flag_mismatches, unresolved_citations
 from smb_core.model import (
-    Agenda, Claim, Contradiction, Edge, EdgeType, Entity, Insight, Plan, Question, Status, Synthesis, stable_id,
+    Agenda, CitedStatement, Claim, Contradiction, Edge, EdgeType, Entity, Insight, Plan, Question, SourceSpan, Status,
+    Synthesis, stable_id,
 )
 
 
@@ -87,6 +88,12 @@ def test_integrity_finds_a_citation_to_nothing(bank: Bank) -> None:
     assert unresolved_citations(bank, layers=(4,)) == []  # each check looks at its own layers
     assert unresolved_citations(bank, run_id="run-1") == [f"{plan.id} cites clm-does-not-exist"]
     assert unresolved_citations(bank, run_id="run-2") == []  # a later cycle's check: what that run wrote
+    span = SourceSpan(source_id="src-missing", start=0, end=10, line_start=1, line_end=1)
+    cited = CitedStatement(text="Lumen Labs is in Lisbon.", object_id=stable_id("clm", "other"), span=span)
+    synthesis = Synthesis(id=stable_id("syn", "spans"), title="Spans", derived_from=[stable_id("clm", "other")],
+                          statements=[cited])
+    bank.write([synthesis])
+    assert unresolved_citations(bank, layers=(4,)) == [f"{synthesis.id} cites source src-missing"]
 
 
 def test_plans_take_the_strongest_insights_first(bank: Bank) -> None:
