@@ -2,7 +2,8 @@
 
 Everything the pipeline and agents filter or aggregate on is a SQL query here. DuckDB allows one
 read-write process per file, so connections are short-lived and opened under the bank's lock
-(see `smb_core.locking`); readers open the file read-only.
+(see `smb_core.locking`); readers open the file read-only, and keep it open after a session until a
+writer wants it (`_ReadOnlyAttachments`).
 """
 
 from __future__ import annotations
