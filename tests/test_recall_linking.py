@@ -43,3 +43,24 @@ def test_a_bridge_follows_the_sentence_that_shares_the_words_the_question_asks(b
     assert scores[sources["holm.md"]] == 1.0
     assert scores.get(sources["berg.md"], 0.0) < 0.5
     assert paths[sources["holm.md"]] == [sources["harbour.md"], sources["holm.md"]]
+
+
+def test_the_hop_embeds_only_the_strongest_sentences_that_yielded_no_claim(bank_dir: Path, monkeypatch) -> None:
+    """Sentences without a claim are embedded at query time (about 5 ms each here): only the
+    CONTEXT_EMBED_MAX with the strongest edges are; the others count 0."""
+    from smb_core.recall import engine
+
+    text = " ".join(f"Sentence number {i} names nobody." for i in range(12))
+    spans = [(text.index(f"number {i} "), text.index(f"number {i} ") + 20) for i in range(12)]
+    strength = {("src-x", span): (i + 1) / 12 for i, span in enumerate(spans)}  # the last is the strongest
+    with MemoryBank.open(bank_dir) as bank:
+        embedded: list[str] = []
+        embed = bank._bank.embedder.embed
+        monkeypatch.setattr(bank._bank.embedder, "embed", lambda texts: embedded.extend(texts) or embed(texts))
+        question = embed(["Which sentence names somebody?"])[0]
+        out = bank._engine._sentence_context(strength, [], {"src-x": text}, question)
+    strongest = spans[-engine.CONTEXT_EMBED_MAX:]
+    assert sorted(embedded) == sorted(text[a:b] for a, b in strongest)
+    assert set(out) == set(strength)
+    assert all(out[("src-x", span)] == 0.0 for span in spans[: -engine.CONTEXT_EMBED_MAX])
+    assert all(out[("src-x", span)] > 0.0 for span in strongest)
