@@ -188,9 +188,8 @@ class RecallEngine:
         the claims (source, start, id) extracted from that sentence, whose vectors are already stored;
         only sentences that yielded no claim are embedded now (embedding them all cost most of a
         query's time), the CONTEXT_EMBED_MAX strongest of them (`sentences` maps each to the most its
-        edges can add); the rest count 0. Embedding runs at about 6,000 tokens a second here: the
-        sentences of long generated documents that yielded no claim made the slowest queries at
-        10,000 documents (up to 24 sentences, 170 ms)."""
+        edges can add); the rest count 0. At 10,000 documents the slowest queries spent most of their
+        time embedding such sentences of long generated documents (up to 24 a query)."""
         wanted = {seed for seed, _ in sentences}
         claims = [c for c in claims if c[0] in wanted]
         vectors = self.bank.vectors.get_embeddings([c[2] for c in claims])
