@@ -81,3 +81,21 @@ class BankLock:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def held_for_writing(lock_file: Path) -> bool:
+    """Whether some process holds `lock_file` exclusively (a `BankLock` writer), without waiting or
+    taking it: a reader that keeps the bank's DuckDB file open lets go when this says so."""
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -8,7 +8,6 @@ writer wants it (`_ReadOnlyAttachments`).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from smb_core.locking import held_for_writing
 from smb_core.model import MemoryObject, SourceDocument, model_for
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ class _ReadOnlyAttachments:
                     return
                 now = time.monotonic()
                 for path, (since, writer_lock) in list(self._idle.items()):
-                    if now - since >= LINGER_SECONDS or _held_exclusively(writer_lock):
+                    if now - since >= LINGER_SECONDS or held_for_writing(writer_lock):
                         self._detach(path)
                 if not self._idle:
                     self._watcher = None
@@ -233,23 +233,6 @@ def _stamp(path: Path) -> tuple:
     except FileNotFoundError:
         return ()
     return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _held_exclusively(lock_file: Path) -> bool:
-    """Whether some process holds `lock_file`'s exclusive flock (a writer of the bank, see locking)."""
-    try:
-        fd = os.open(lock_file, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def _alias(path: Path) -> str:
