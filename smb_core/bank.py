@@ -9,6 +9,7 @@ vectors without a DuckDB row, and re-running the same write completes it without
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,11 @@ from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import MarkdownStore
 from smb_core.stores.metadata import MetadataStore, id_filter
-from smb_core.stores.vectors import VectorStore
+from smb_core.stores.vectors import VectorStore, legacy_vectors, vector_key
+
+log = logging.getLogger(__name__)
+#: Banks whose vector collection this process has checked for the per-object layout of older versions.
+_VECTORS_CHECKED: set[Path] = set()
 
 
 class LayerZeroImmutableError(PermissionError):
@@ -65,6 +70,7 @@ class Bank:
         if self._db is not None:  # nested inside another session of this process
             yield self._db
             return
+        self._upgrade_vectors()
         with self.lock.shared():
             self._refresh_if_changed()
             self._db = MetadataStore(self.db_path, read_only=True, memory_limit=self.settings.duckdb_memory_limit,
@@ -81,6 +87,7 @@ class Bank:
         if self._db is not None and not self._db.read_only:
             yield self._db
             return
+        self._upgrade_vectors()
         with self.lock.exclusive():
             self._refresh_if_changed()
             self.markdown.create_layout()
@@ -92,6 +99,45 @@ class Bank:
                 self._db.close()
                 self._db = None
                 self._bump_generation()
+
+    def _upgrade_vectors(self) -> None:
+        """Re-key a bank made when Chroma held one vector per object (collection `smb-memory`): each
+        object's `embedding_id` becomes its text's key (row and file rewritten), each distinct text's
+        vector is copied once, and the old collection is dropped last, so an interrupted upgrade starts
+        again on the next session. Checked once per bank and process."""
+        if self.root in _VECTORS_CHECKED or self._db is not None:
+            return
+        _VECTORS_CHECKED.add(self.root)
+        legacy = legacy_vectors(self.vectors)
+        if legacy is None:
+            return
+        log.warning("%s: storing one vector per distinct text instead of one per object (once for this bank)",
+                    self.root)
+        try:
+            with self.writing() as db:
+                ids = [r[0] for r in db.sql("SELECT id FROM objects ORDER BY id")]
+                for start in range(0, len(ids), 5000):
+                    objects = [o for o in db.get_objects(ids[start : start + 5000]).values()
+                               if o.embedding_id != vector_key(o.text())]
+                    old = legacy.get([o.embedding_id or o.id for o in objects])
+                    copied: dict[str, np.ndarray] = {}
+                    for obj in objects:
+                        vector = old.get(obj.embedding_id or obj.id)
+                        obj.embedding_id = vector_key(obj.text())
+                        if vector is not None:
+                            copied.setdefault(obj.embedding_id, vector)
+                    present = self.vectors.existing(list(copied))
+                    fresh = [k for k in copied if k not in present]
+                    if fresh:
+                        self.vectors.upsert(fresh, np.stack([copied[k] for k in fresh]))
+                    self._store_vectors(objects)  # a text the old collection lacked is embedded
+                    for obj in objects:
+                        self.markdown.write(obj)
+                    db.upsert_objects(objects)
+                legacy.drop()
+        except BaseException:
+            _VECTORS_CHECKED.discard(self.root)
+            raise
 
     def init(self) -> None:
         with self.writing():
@@ -152,7 +198,7 @@ class Bank:
             objects = list(db.get_objects([r[0] for r in rows]).values())
             for obj in objects:
                 obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
-            self._store_objects(db, objects, embed=False)
+            self._store_objects(db, objects)
             return len(objects)
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
@@ -164,32 +210,112 @@ class Bank:
                 raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
             if run_id and not obj.run_id:
                 obj.run_id = run_id
-            obj.embedding_id = obj.id
+            obj.embedding_id = vector_key(obj.text())
             obj.graph_node_id = obj.id if obj.node is not None else None
         if vectors is None:
             vectors = self.embed_objects(objects)
         elif len(vectors) != len(objects):
             raise ValueError(f"{len(vectors)} vectors for {len(objects)} objects")
+        last = {o.id: n for n, o in enumerate(objects)}
+        if len(last) < len(objects):  # the same id twice: every store keeps the last
+            keep = sorted(last.values())
+            objects, vectors = [objects[n] for n in keep], np.asarray(vectors)[keep]
         with self.writing() as db:
-            self._store_objects(db, objects, vectors=vectors)
+            where, params = id_filter("id", list(last))
+            replaced = {r[0] for r in db.sql(f"SELECT embedding_id FROM objects WHERE {where}", params)}
+            self._store_vectors(objects, vectors)
+            self._store_objects(db, objects)
             self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
+            self._drop_unused_vectors(db, replaced - {o.embedding_id for o in objects})
 
     def embed_objects(self, objects: Sequence[MemoryObject]) -> np.ndarray:
         """The vectors `write` stores for these objects (thread-safe, no lock: callers may embed one
         batch while writing the previous one)."""
         return self.embedder.embed([o.text() for o in objects])
 
-    def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject], vectors=None,
-                       embed: bool = True) -> None:
+    def vectors_of(self, object_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vector of each object (objects with the same text share one)."""
+        if not object_ids:
+            return {}
+        with self.reading() as db:
+            where, params = id_filter("id", sorted(set(object_ids)))
+            keys = dict(db.sql(f"SELECT id, embedding_id FROM objects WHERE {where}", params))
+        found = self.vectors.get(sorted(set(keys.values())))
+        return {i: found[k] for i, k in keys.items() if k in found}
+
+    def nearest(self, vectors: Sequence[np.ndarray], k: int, *, prefix: str = "", statuses: Sequence[str] = (),
+                types: Sequence[str] = (), below: float | None = None, with_source: bool = False,
+                over: int = 4) -> list[list[tuple]]:
+        """The `k` objects nearest each vector, as (id, cosine similarity[, first source id]), best first
+        and by id among equals. Chroma finds the nearest texts; DuckDB expands them to the objects with
+        those texts that match the filters (id prefix, statuses, types), at most `k` per text, so that one
+        name in thousands of documents cannot crowd out the rest. `below`: skip texts at least that
+        similar (a caller that handles identical names by other means). The texts are fetched `over`
+        times `k` at first, and again four times as many for vectors still short (up to 64 x k)."""
+        out: list[list[tuple]] = [[] for _ in vectors]
+        todo = list(range(len(vectors)))
+        fetch = over * k
+        while todo:
+            hits = self.vectors.nearest([vectors[i] for i in todo], fetch)
+            keys = sorted({key for found in hits for key, _ in found})
+            objects = self._objects_by_key(keys, prefix, statuses, types) if keys else {}
+            short = []
+            for i, found in zip(todo, hits):
+                row = []
+                for key, similarity in found:
+                    if below is not None and similarity >= below:
+                        continue
+                    for object_id, source in objects.get(key, ())[:k]:
+                        row.append((object_id, similarity, source) if with_source else (object_id, similarity))
+                row.sort(key=lambda r: (-r[1], r[0]))
+                out[i] = row[:k]
+                if len(row) < k and len(found) == fetch:
+                    short.append(i)
+            if fetch >= 64 * k:
+                break
+            todo, fetch = short, fetch * 4
+        return out
+
+    def _objects_by_key(self, keys: list[str], prefix: str, statuses: Sequence[str],
+                        types: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        where, params = id_filter("embedding_id", keys)
+        if prefix:
+            where, params = f"{where} AND starts_with(id, ?)", [*params, prefix]
+        if statuses:
+            where, params = f"{where} AND status IN (SELECT unnest(?))", [*params, list(statuses)]
+        if types:
+            where, params = f"{where} AND type IN (SELECT unnest(?))", [*params, list(types)]
+        with self.reading() as db:
+            rows = db.sql(f"SELECT embedding_id, id, coalesce(source_ids[1], '') FROM objects WHERE {where} "
+                          "ORDER BY id", params)
+        out: dict[str, list[tuple[str, str]]] = {}
+        for key, object_id, source in rows:
+            out.setdefault(key, []).append((object_id, source))
+        return out
+
+    def _store_vectors(self, objects: Sequence[MemoryObject], vectors: np.ndarray | None = None) -> None:
+        """Add the vectors of the objects' texts (keys in `embedding_id`) that Chroma does not hold yet:
+        a text shared by many objects is stored once. `vectors`, if given, has one row per object."""
+        if not objects:
+            return
+        keys = [o.embedding_id for o in objects]
+        present = self.vectors.existing(list(dict.fromkeys(keys)))
+        new: dict[str, int] = {}
+        for n, key in enumerate(keys):
+            if key not in present:
+                new.setdefault(key, n)
+        if not new:
+            return
+        rows = (np.asarray(vectors)[list(new.values())] if vectors is not None
+                else self.embedder.embed([objects[n].text() for n in new.values()]))
+        self.vectors.upsert(list(new), rows)
+
+    def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject]) -> None:
+        """Markdown, graph and DuckDB (last: its row is the commit record); vectors go first, by text."""
         if not objects:
             return
         for obj in objects:
             self.markdown.write(obj)
-        metadatas = [_vector_metadata(o) for o in objects]
-        if embed and vectors is not None:
-            self.vectors.upsert([o.id for o in objects], vectors, metadatas)
-        else:
-            self.vectors.update_metadata([o.id for o in objects], metadatas)
         self.graph.append(nodes=[(o.id, _node_attrs(o)) for o in objects if o.node is not None])
         db.replace_lexical([(o.id, o.type.value, term_counts(o.text())) for o in objects])
         db.upsert_objects(objects)
@@ -213,13 +339,32 @@ class Bank:
             self.graph.append(remove_edges=edges)
             db.con.execute("DELETE FROM edges WHERE id IN (SELECT unnest(?))", [[e[2] for e in edges]])
 
-    def update_objects(self, objects: Sequence[MemoryObject], reembed: bool = False) -> None:
-        """Rewrite changed objects everywhere (status, fields); re-embed only when their text changed."""
+    def update_objects(self, objects: Sequence[MemoryObject]) -> None:
+        """Rewrite changed objects everywhere (status, fields). An object whose text changed gets the
+        vector of its new text, and the old text's vector goes once no object has that text any more."""
+        old_keys: set[str] = set()
+        retexted = []
         for obj in objects:
             obj.modified = utcnow()
-        vectors = self.embedder.embed([o.text() for o in objects]) if reembed and objects else None
+            key = vector_key(obj.text())
+            if obj.embedding_id != key:
+                if obj.embedding_id:
+                    old_keys.add(obj.embedding_id)
+                obj.embedding_id = key
+                retexted.append(obj)
         with self.writing() as db:
-            self._store_objects(db, objects, vectors=vectors, embed=reembed)
+            self._store_vectors(retexted)
+            self._store_objects(db, objects)
+            self._drop_unused_vectors(db, old_keys)
+
+    def _drop_unused_vectors(self, db: MetadataStore, keys: set[str]) -> None:
+        """Delete the vectors of texts no object has any more (after an object's text changed)."""
+        keys.discard(None)
+        if keys:
+            where, params = id_filter("embedding_id", sorted(keys))
+            used = {r[0] for r in db.sql(f"SELECT DISTINCT embedding_id FROM objects WHERE {where}", params)}
+            if keys - used:
+                self.vectors.delete(sorted(keys - used))
 
     # ---- layer-0 bookkeeping --------------------------------------------------------------
 
@@ -278,7 +423,8 @@ class Bank:
             "stores": {
                 "markdown": report["markdown_files"],
                 "duckdb": report["duckdb_rows"],
-                "chroma": report["chroma_vectors"],
+                "chroma": report["chroma_vectors"],  # one vector per distinct text:
+                "texts": report["distinct_texts"],
                 "graph_nodes": graph.number_of_nodes(),
                 "graph_edges": graph.number_of_edges(),
             },
@@ -288,13 +434,13 @@ class Bank:
     # ---- consistency ----------------------------------------------------------------------
 
     def check_consistency(self, object_ids: Sequence[str] | None = None) -> dict[str, Any]:
-        """Compare the stores: every DuckDB object has its file, vector and (if typed) graph node."""
+        """Compare the stores: every DuckDB object has its file, its text's vector and (if typed) graph node."""
         with self.reading() as db:
             if object_ids is None:
-                rows = db.sql("SELECT id, file_path, graph_node_id FROM objects")
+                rows = db.sql("SELECT id, file_path, graph_node_id, embedding_id FROM objects")
             else:
                 where, params = id_filter("id", list(object_ids))
-                rows = db.sql(f"SELECT id, file_path, graph_node_id FROM objects WHERE {where}", params)
+                rows = db.sql(f"SELECT id, file_path, graph_node_id, embedding_id FROM objects WHERE {where}", params)
             ids = [r[0] for r in rows]
             found = set(ids)
             missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
@@ -302,8 +448,9 @@ class Bank:
                 graph = self.graph.ensure_loaded()  # every node: read the whole graph at once
             absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
             missing_nodes = [r[0] for r in rows if r[2] in absent]
-            in_chroma = self.vectors.existing(ids) if ids else set()
-            missing_vectors = [i for i in ids if i not in in_chroma]
+            keys = sorted({r[3] for r in rows if r[3]})
+            in_chroma = self.vectors.existing(keys) if keys else set()
+            missing_vectors = [r[0] for r in rows if r[3] not in in_chroma]
             edge_rows = db.sql("SELECT count(*) FROM edges")[0][0]
             report = {
                 "checked": len(ids),
@@ -316,22 +463,18 @@ class Bank:
                 report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
                 report["duckdb_rows"] = len(ids)
                 report["chroma_vectors"] = self.vectors.count()
+                report["distinct_texts"] = len(keys)
                 report["graph_edges"] = graph.number_of_edges()
                 report["duckdb_edges"] = edge_rows
                 report["consistent"] = (
                     not (missing_files or missing_vectors or missing_nodes)
-                    and report["markdown_files"] == len(ids) == report["chroma_vectors"]
+                    and report["markdown_files"] == len(ids) and report["chroma_vectors"] == len(keys)
                     and graph.number_of_edges() == edge_rows
                 )
             else:
                 report["consistent"] = not (missing_files or missing_vectors or missing_nodes
                                             or report["missing_rows"])
             return report
-
-
-def _vector_metadata(obj: MemoryObject) -> dict[str, Any]:
-    return {"type": obj.type.value, "layer": obj.layer, "status": obj.status.value,
-            "source": obj.source_ids[0] if obj.source_ids else ""}
 
 
 def _node_attrs(obj: MemoryObject) -> dict[str, Any]:

@@ -232,7 +232,7 @@ class MemoryBank:
             updated = type(current).model_validate({**current.model_dump(), **fields, "run_id": self._run_id()})
         except ValidationError as exc:
             raise ModelError(f"invalid update of {object_id}: {exc}") from None
-        self._bank.update_objects([updated], reembed=updated.text() != current.text())
+        self._bank.update_objects([updated])
         if isinstance(updated, Contradiction) and updated.resolution != current.resolution:
             propagate_disputes(self._bank)  # flags follow the contradiction's lifecycle at once
         return updated

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import duckdb
+import numpy as np
 import pytest
 
 from smb_core.bank import Bank, LayerZeroImmutableError
@@ -19,6 +20,7 @@ from smb_core.model import (
 )
 from smb_core.settings import Settings
 from smb_core.stores.metadata import MetadataStore
+from smb_core.stores.vectors import vector_key
 from tests.conftest import write_doc
 
 SPAN = SourceSpan(source_id="src-1", start=0, end=11, line_start=1, line_end=1)
@@ -43,6 +45,7 @@ def _counts(bank: Bank) -> dict:
         counts = {t: db.sql(f"SELECT count(*) FROM {t}")[0][0]
                   for t in ("objects", "edges", "spans", "names", "lex_units", "lex_postings", "sources",
                             "extractions", "rejections")}
+        counts["texts"] = db.sql("SELECT count(DISTINCT embedding_id) FROM objects")[0][0]
     return {**counts, "markdown": bank.markdown.count(), "chroma": bank.vectors.count(),
             "graph_nodes": graph.number_of_nodes(), "graph_edges": graph.number_of_edges()}
 
@@ -58,25 +61,24 @@ def test_written_objects_are_in_all_four_stores_with_shared_ids(bank: Bank):
     for obj in objects:  # markdown
         stored = from_markdown((bank.root / obj.path()).read_text(encoding="utf-8"))
         assert stored == obj
-        assert stored.embedding_id == obj.id and stored.run_id == "run-1"
+        assert stored.embedding_id == vector_key(obj.text()) and stored.run_id == "run-1"
         assert stored.graph_node_id == (None if isinstance(obj, Relationship) else obj.id)
     assert (bank.root / "layer-1/relationships/rel-okafor-index.md").is_file()
 
     with bank.reading() as db:  # DuckDB
         rows = db.sql("SELECT id, embedding_id, graph_node_id, file_path, run_id FROM objects ORDER BY id")
         edge_rows = db.sql("SELECT id, head, tail, edge_type, object_id FROM edges ORDER BY id")
-    assert rows == sorted((o.id, o.id, None if isinstance(o, Relationship) else o.id, o.path(), "run-1")
+    assert rows == sorted((o.id, vector_key(o.text()), None if isinstance(o, Relationship) else o.id, o.path(), "run-1")
                           for o in objects)
     assert edge_rows == sorted([
         ("rel-okafor-index", "ent-okafor", "con-vector-index", "explains", "rel-okafor-index"),
         (edges[0].id, "clm-founded", "ent-okafor", "references", None),
     ])
 
-    assert bank.vectors.existing(ids) == set(ids)  # Chroma
-    meta = bank.vectors.collection.get(ids=["clm-founded"], include=["metadatas"])["metadatas"][0]
-    assert meta == {"type": "claim", "layer": 1, "status": "active", "source": "src-1"}
-    hit = bank.vectors.query(bank.embedder.embed(["Who founded Lumen Labs?"])[0], k=1)
-    assert hit[0][0] == "clm-founded"
+    keys = {vector_key(o.text()) for o in objects}  # Chroma: a vector per text, found as its objects
+    assert bank.vectors.existing(sorted(keys)) == keys and bank.vectors.count() == 4
+    (hits,) = bank.nearest([bank.embedder.embed(["Who founded Lumen Labs?"])[0]], 1, with_source=True)
+    assert [(h[0], h[2]) for h in hits] == [("clm-founded", "src-1")]
 
     graph = bank.graph.ensure_loaded()  # graph: typed nodes; the relationship is an edge keyed by its id
     assert sorted(graph.nodes) == ["clm-founded", "con-vector-index", "ent-okafor"]
@@ -125,7 +127,7 @@ def test_the_same_id_twice_in_one_write_keeps_the_last_everywhere(bank: Bank):
     assert from_markdown((bank.root / "layer-1/concepts/con-dup.md").read_text()).title == "vector quantization"
     with bank.reading() as db:
         assert db.get_object("con-dup").title == "vector quantization"
-    stored = bank.vectors.get_embeddings(["con-dup"])["con-dup"]
+    stored = bank.vectors_of(["con-dup"])["con-dup"]
     assert float(stored @ bank.embedder.embed(["vector quantization"])[0]) > 0.999
     assert bank.graph.ensure_loaded().nodes["con-dup"]["title"] == "vector quantization"
 
@@ -182,7 +184,8 @@ def test_a_crash_during_extraction_is_repaired_by_rerunning_it(bank: Bank, monke
     summary = extract_sources(bank, [outcome.source_id], NLPExtractor())
     assert summary.documents == 1 and summary.skipped == 0
     counts = _counts(bank)
-    assert counts["objects"] == sum(summary.counts.values()) == counts["markdown"] - 1 == counts["chroma"]
+    assert counts["objects"] == sum(summary.counts.values()) == counts["markdown"] - 1
+    assert counts["chroma"] == counts["texts"] < counts["objects"]  # a relationship shares its sentence's vector
     assert bank.check_consistency()["consistent"] is True
     assert extract_sources(bank, [outcome.source_id], NLPExtractor()).skipped == 1
     assert _counts(bank) == counts
@@ -331,8 +334,7 @@ def test_a_changed_file_becomes_version_two_and_version_one_is_kept_superseded(b
     assert {o.status for o in old.values()} == {Status.SUPERSEDED}  # ... marked superseded in every store
     for obj in old.values():
         assert from_markdown((bank.root / obj.path()).read_text()).status is Status.SUPERSEDED
-    metas = bank.vectors.collection.get(ids=list(old), include=["metadatas"])["metadatas"]
-    assert {m["status"] for m in metas} == {"superseded"}
+    assert bank.vectors.existing(sorted({o.embedding_id for o in old.values()})) == {o.embedding_id for o in old.values()}
     graph = bank.graph.ensure_loaded()
     assert {graph.nodes[i]["status"] for i, o in old.items() if o.graph_node_id} == {"superseded"}
 
@@ -461,3 +463,86 @@ def test_a_query_over_the_memory_limit_names_the_setting_to_raise(tmp_path: Path
     bank.init()
     with bank.reading() as db, pytest.raises(duckdb.OutOfMemoryException, match="SMB_DUCKDB_MEMORY_LIMIT"):
         db.sql("SELECT list(range) FROM range(20000000)")  # one 160 MB list: more than 20 MB
+
+
+# ---- one vector per distinct text ---------------------------------------------------------------
+
+
+def _entity(object_id: str, name: str, source: str) -> Entity:
+    return Entity(id=object_id, title=name, entity_kind=EntityKind.PLACE, source_ids=[source])
+
+
+def test_objects_with_the_same_text_share_one_vector_until_a_text_changes(bank: Bank):
+    bank.write([_entity("ent-lisbon-1", "Lisbon", "src-1"), _entity("ent-lisbon-2", "Lisbon", "src-2"),
+                _entity("ent-berlin", "Berlin", "src-3")])
+    key = vector_key("Lisbon")
+    assert bank.vectors.count() == 2 and bank.vectors.existing([key]) == {key}
+    with bank.reading() as db:
+        first, second = db.get_object("ent-lisbon-1"), db.get_object("ent-lisbon-2")
+    assert first.embedding_id == second.embedding_id == key
+    vectors = bank.vectors_of(["ent-lisbon-1", "ent-lisbon-2", "ent-berlin"])
+    assert float(vectors["ent-lisbon-1"] @ vectors["ent-lisbon-2"]) > 0.9999
+
+    first.status = Status.MERGED  # a status change keeps the vector
+    bank.update_objects([first])
+    assert bank.vectors.count() == 2 and bank.check_consistency()["consistent"] is True
+
+    first.title = "Lisboa"  # the text changed: its own vector; Lisbon's stays for the other object
+    bank.update_objects([first])
+    assert bank.vectors.count() == 3 and bank.vectors.existing([key]) == {key}
+    second.title = "Lisboa"  # nobody says "Lisbon" any more: its vector goes
+    bank.update_objects([second])
+    assert bank.vectors.count() == 2 and bank.vectors.existing([key]) == set()
+    assert bank.vectors_of(["ent-lisbon-2"])["ent-lisbon-2"] @ bank.embedder.embed(["Lisboa"])[0] > 0.9999
+    assert bank.check_consistency()["consistent"] is True
+
+
+def test_nearest_expands_each_text_to_its_objects_within_the_filters(bank: Bank):
+    bank.write([_entity(f"ent-paris-{n}", "Paris", f"src-{n}") for n in range(5)]
+               + [_entity("ent-paris-tx", "Paris, Texas", "src-9"), _entity("ent-oslo", "Oslo", "src-8"),
+                  Concept(id="con-paris", title="Paris", source_ids=["src-7"])])
+    query = bank.embedder.embed(["Paris"])[0]
+    (hits,) = bank.nearest([query], 3, prefix="ent-", with_source=True)
+    assert hits == [(f"ent-paris-{n}", pytest.approx(1.0, abs=1e-4), f"src-{n}") for n in range(3)]
+    (hits,) = bank.nearest([query], 3, types=("concept",))
+    assert [h[0] for h in hits] == ["con-paris"]
+    (hits,) = bank.nearest([query], 2, prefix="ent-", below=1 - 1e-5)  # the same text left out
+    assert [h[0] for h in hits][0] == "ent-paris-tx" and "ent-paris-0" not in [h[0] for h in hits]
+
+    with bank.reading() as db:
+        stale = [db.get_object(f"ent-paris-{n}") for n in range(5)]
+    for obj in stale:
+        obj.status = Status.SUPERSEDED
+    bank.update_objects(stale)
+    (hits,) = bank.nearest([query], 2, prefix="ent-", statuses=("active",))
+    assert [h[0] for h in hits] == ["ent-paris-tx", "ent-oslo"]
+
+
+def test_a_bank_with_one_vector_per_object_is_rekeyed_once(bank: Bank):
+    from smb_core import bank as bank_module
+    from smb_core.stores.vectors import LEGACY_COLLECTION
+
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    marker = np.zeros(384, dtype=np.float32)
+    marker[7] = 1.0  # the old collection's vector of the claim: copied, not embedded again
+    legacy = bank.vectors.client.create_collection(LEGACY_COLLECTION, embedding_function=None)
+    legacy.add(ids=[o.id for o in objects],
+               embeddings=[marker if o.id == "clm-founded" else bank.embedder.embed([o.text()])[0] for o in objects])
+    with bank.writing() as db:  # as such a bank stored them: embedding_id = the object's id
+        for obj in objects:
+            obj.embedding_id = obj.id
+            bank.markdown.write(obj)
+        db.upsert_objects(objects)
+    bank.vectors.client.delete_collection("smb-texts")
+    bank.vectors.reload()
+    bank_module._VECTORS_CHECKED.clear()
+
+    upgraded = Bank(settings=bank.settings)
+    assert upgraded.check_consistency()["consistent"] is True
+    with upgraded.reading() as db:
+        rows = dict(db.sql("SELECT id, embedding_id FROM objects"))
+    assert rows == {o.id: vector_key(o.text()) for o in objects}
+    assert from_markdown((bank.root / "layer-1/claims/clm-founded.md").read_text()).embedding_id == rows["clm-founded"]
+    assert float(upgraded.vectors_of(["clm-founded"])["clm-founded"] @ marker) > 0.9999
+    assert LEGACY_COLLECTION not in {c.name for c in upgraded.vectors.client.list_collections()}

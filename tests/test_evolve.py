@@ -309,7 +309,7 @@ def test_mentions_of_one_name_are_linked_by_its_key_not_by_whichever_ann_ties_co
     other = Concept(id=stable_id("con", "films"), title="films", source_ids=["src-999"])
     bank.write([*mentions, other])
     new = {m.id: m for m in mentions}
-    close = merge._similar_names(bank, new, bank.vectors.get_embeddings(list(new)))
+    close = merge._similar_names(bank, new, bank.vectors_of(list(new)))
     assert set(close) == set(new) and all(found in ([], [other.id]) for found in close.values())
 
 

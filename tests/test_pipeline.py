@@ -144,7 +144,8 @@ def test_ingest_job_over_a_partition_range_stores_good_docs_and_rejects_the_bad_
     status = bank.status()
     assert status["consistent"] is True
     assert status["documents"] == 3 and status["rejected"] == 1
-    assert status["stores"]["markdown"] == status["stores"]["duckdb"] == status["stores"]["chroma"] == run_objects
+    assert status["stores"]["markdown"] == status["stores"]["duckdb"] == run_objects
+    assert status["stores"]["chroma"] == status["stores"]["texts"] < run_objects
 
     # the same range again: nothing new, nothing duplicated
     again = _run(settings, instance, keys[0], keys[-1])

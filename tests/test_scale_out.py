@@ -278,7 +278,7 @@ def test_ingest_and_recall_with_vectors_in_a_chroma_server(chroma_server, tmp_pa
     assert status["consistent"] is True and status["documents"] == 2
     assert not (settings.memory_bank_dir / "chroma").exists()  # no embedded store beside the bank
     server = chromadb.HttpClient(host="127.0.0.1", port=chroma_server, settings=ChromaSettings(anonymized_telemetry=False))
-    assert server.get_collection(COLLECTION).count() == status["stores"]["duckdb"] > 0
+    assert server.get_collection(COLLECTION).count() == status["stores"]["texts"] > 0
 
     with MemoryBank.open(settings.memory_bank_dir, settings=settings) as bank:
         assert bank.recall_documents("Who founded Lumen Labs?", k=2)[0].path == "lumen labs.md"

@@ -24,7 +24,7 @@ from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
 from smb_core.stores import metadata as metadata_module
 from smb_core.stores.metadata import MetadataStore
-from smb_core.stores.vectors import COLLECTION, HNSW, VectorStore
+from smb_core.stores.vectors import COLLECTION, HNSW, VectorStore, vector_key
 
 # ---- markdown -------------------------------------------------------------------------------
 
@@ -548,48 +548,33 @@ def test_minilm_rows_follow_the_input_order_whatever_the_batching():
     similar = alone @ alone.T
     assert (similar[~np.eye(len(texts), dtype=bool)] < 0.95).all()  # rows out of order would fail above
 
-def test_vector_store_query_returns_nearest_ids(tmp_path: Path, embedder):
+def test_vector_store_returns_the_nearest_keys(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
-    texts = {
-        "clm-cat": "A small cat is sleeping on the rug.",
-        "clm-stock": "Stock markets fell sharply after the interest rate decision.",
-        "clm-index": "HNSW is a graph index for approximate nearest neighbour search.",
-        "ent-lisbon": "Lisbon is the capital city of Portugal.",
-    }
-    ids = list(texts)
-    metadatas = [{"type": i.split("-")[0], "status": "active"} for i in ids]
-    store.upsert(ids, embedder.embed(list(texts.values())), metadatas)
-    assert store.count() == 4
+    texts = ["A small cat is sleeping on the rug.", "Stock markets fell sharply after the interest rate decision.",
+             "HNSW is a graph index for approximate nearest neighbour search.", "Lisbon is the capital city of Portugal."]
+    keys = [vector_key(t) for t in texts]
+    store.upsert(keys, embedder.embed(texts))
+    assert store.count() == 4 and keys[0] == vector_key(texts[0]) != vector_key(texts[0] + " ")
     query = embedder.embed(["a kitten napping on a carpet"])[0]
-    hits = store.query(query, k=2)
-    assert [h[0] for h in hits][0] == "clm-cat"
-    assert len(hits) == 2 and hits[0][1] > hits[1][1]
-    assert store.query(embedder.embed(["vector search graph"])[0], k=1)[0][0] == "clm-index"
-    assert [h[0] for h in store.query(query, k=10, where={"type": "ent"})] == ["ent-lisbon"]
-    assert len(store.query(query, k=50)) == 4
-    assert store.existing(["clm-cat", "nope"]) == {"clm-cat"}
-    store.update_metadata(["clm-cat"], [{"type": "clm", "status": "superseded"}])
-    assert [h[0] for h in store.query(query, k=4, where={"status": "active"})][0] != "clm-cat"
-    live = {"status": {"$in": ["active", "merged"]}}  # filtered on our side of an unfiltered search
-    assert "clm-cat" not in [h[0] for h in store.query_with_source(query, 4, live)]
-    store.update_metadata(["clm-cat"], [{"type": "clm", "status": "merged"}])
-    assert store.query_with_source(query, 1, live)[0][0] == "clm-cat"
-    assert [h[0] for h in store.query_many([query], 4, "ent-")[0]] == ["ent-lisbon"]
-    assert [h[0] for h in store.query_many([query], 4)[0]][0] == "clm-cat"  # no prefix: every type
-    again = store.get_embeddings(["clm-cat"])["clm-cat"]
-    assert again.shape == (384,) and abs(float(again @ embedder.embed([texts["clm-cat"]])[0]) - 1) < 1e-4
+    (hits,) = store.nearest([query], 2)
+    assert hits[0][0] == keys[0] and len(hits) == 2 and hits[0][1] > hits[1][1]
+    assert store.nearest([embedder.embed(["vector search graph"])[0]], 1)[0][0][0] == keys[2]
+    assert len(store.nearest([query], 50)[0]) == 4
+    assert store.existing([keys[0], "nope"]) == {keys[0]}
+    again = store.get([keys[0], keys[0]])
+    assert list(again) == [keys[0]] and abs(float(again[keys[0]] @ embedder.embed([texts[0]])[0]) - 1) < 1e-4
+    store.delete([keys[1]])
+    assert store.count() == 3 and store.existing(keys) == {keys[0], keys[2], keys[3]}
 
 
-def test_query_many_answers_hundreds_of_queries_with_a_large_over_fetch(tmp_path: Path):
+def test_nearest_answers_hundreds_of_queries_in_batches(tmp_path: Path):
     store = VectorStore(tmp_path / "chroma")
     vectors = np.random.default_rng(0).normal(size=(400, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    ids = [f"{'clm' if i % 4 == 0 else 'ent'}-{i:03d}" for i in range(400)]
-    store.upsert(ids, vectors, [{"type": "claim" if i % 4 == 0 else "entity", "status": "active"} for i in range(400)])
-    found = store.query_many(list(vectors[:500]) * 2, 20, "clm-", over=8)  # 800 queries
-    assert len(found) == 800
-    assert all(rows and all(i.startswith("clm-") and int(i.split("-")[1]) % 4 == 0 for i, _ in rows) for rows in found)
-    assert [rows[0][0] for rows in found[:400:4]] == [f"clm-{i:03d}" for i in range(0, 400, 4)]
+    store.upsert([f"k{i:03d}" for i in range(400)], vectors)
+    found = store.nearest(list(vectors) * 2, 160)  # 800 queries of 160 results: several calls
+    assert len(found) == 800 and all(len(rows) == 160 for rows in found)
+    assert [rows[0][0] for rows in found] == [f"k{i:03d}" for i in range(400)] * 2
 
 
 def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vector(tmp_path: Path, embedder):
@@ -604,9 +589,9 @@ def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vec
     store = VectorStore(tmp_path / "chroma")
     assert store.collection.configuration_json["hnsw"]["sync_threshold"] == HNSW["sync_threshold"] > 1500
     texts = [f"note number {i}" for i in range(1500)]  # more than Chroma's default, fewer than ours
-    store.upsert([f"n{i}" for i in range(1500)], embedder.embed(texts), [{"type": "claim"}] * 1500)
+    store.upsert([f"n{i}" for i in range(1500)], embedder.embed(texts))
     probe = ("import sys; from smb_core.stores.vectors import VectorStore; from smb_core.embed import MiniLMEmbedder; "
-             "s = VectorStore(sys.argv[1]); print(s.count(), s.query(MiniLMEmbedder().embed(['note number 1499'])[0], 1)[0][0])")
+             "s = VectorStore(sys.argv[1]); print(s.count(), s.nearest([MiniLMEmbedder().embed(['note number 1499'])[0]], 1)[0][0][0])")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "chroma")], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["1500", "n1499"]
@@ -614,12 +599,12 @@ def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vec
 
 def test_vector_store_persists_and_upserts_without_duplicates(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
-    assert store.query(embedder.embed(["x"])[0], k=3) == []
+    assert store.nearest([embedder.embed(["x"])[0]], 3) == [[]]
     vectors = embedder.embed(["one", "two"])
-    store.upsert(["a", "b"], vectors, [{"type": "x"}, {"type": "x"}])
-    store.upsert(["a", "b"], vectors, [{"type": "x"}, {"type": "y"}])
+    store.upsert(["a", "b"], vectors)
+    store.upsert(["a", "b", "b"], np.stack([vectors[0], vectors[0], vectors[1]]))  # a repeated key: the first
     store.reload()
     reopened = VectorStore(tmp_path / "chroma")
     assert reopened.count() == 2
     assert reopened.existing(["a", "b", "c"]) == {"a", "b"}
-    assert reopened.collection.get(ids=["b"], include=["metadatas"])["metadatas"] == [{"type": "y"}]
+    assert float(reopened.get(["b"])["b"] @ vectors[0]) > 0.9999

@@ -222,7 +222,7 @@ def _distinct(names: list[str]) -> list[str]:
 
 def _from_taxonomy(bank: Bank, cycle: Cycle, kinds, things: dict[str, Thing]) -> list[Abstraction]:
     big = [k for k in kinds if len(k.members) >= MIN_KIND_MEMBERS and k.broader in things]
-    vectors = bank.vectors.get_embeddings(sorted({m for k in big for m in k.members}))
+    vectors = bank.vectors_of(sorted({m for k in big for m in k.members}))
     inner = _member_claims(bank, {k.id: k.members for k in big})
     out = []
     for kind in big:
@@ -390,7 +390,7 @@ def _recurring_relations(bank: Bank, cycle: Cycle, found, community_claims: dict
     recurring = sorted(((v, cs) for v, cs in examples.items() if META_MIN_COMMUNITIES <= len(cs) < len(found)),
                        key=lambda x: (-len(x[1]), x[0]))[: MAX_META * 3]
     ids = sorted({c for _, cs in recurring for claims in cs.values() for c in claims})
-    vectors = bank.vectors.get_embeddings(ids)
+    vectors = bank.vectors_of(ids)
     where, params = id_filter("id", ids)
     with bank.reading() as db:
         statements = dict(db.sql(f"SELECT id, text FROM objects WHERE {where}", params))

@@ -97,9 +97,9 @@ RESTATEMENT_CHUNK = 5_000
 def _restated(bank: Bank, rows: list[tuple], path_of: dict[str, str], new_paths: set[str],
               edges: list[Edge], boosts: dict[str, int]) -> None:
     """`_restatements` for some of the new claims (id, text, source ids): adds to `edges` and `boosts`."""
-    vectors = bank.vectors.get_embeddings([r[0] for r in rows])
+    vectors = bank.vectors_of([r[0] for r in rows])
     rows = [r for r in rows if r[0] in vectors]
-    found = bank.vectors.query_many([vectors[r[0]] for r in rows], 6, f"{Claim.id_prefix}-")
+    found = bank.nearest([vectors[r[0]] for r in rows], 6, prefix=f"{Claim.id_prefix}-")
     candidates = {other for hits in found for other, sim in hits if sim >= RESTATEMENT_SIMILARITY}
     with bank.reading() as db:
         where, params = id_filter("id", sorted(candidates))

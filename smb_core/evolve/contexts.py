@@ -15,7 +15,7 @@ def context_vectors(bank: Bank, objects: list[MemoryObject]) -> dict[str, np.nda
     same vector): those are read back, and only the rest are embedded (embedding them all was a fifth of
     a first cycle)."""
     claim_of = {o.id: claim_id(o.source_ids[0], o.description) for o in objects if o.source_ids}
-    stored = bank.vectors.get_embeddings(sorted(set(claim_of.values())))
+    stored = bank.vectors_of(sorted(set(claim_of.values())))
     out = {oid: stored[c] for oid, c in claim_of.items() if c in stored}
     rest = [o for o in objects if o.id not in out]
     out.update(zip([o.id for o in rest], bank.embedder.embed([o.description for o in rest])))

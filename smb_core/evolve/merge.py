@@ -303,7 +303,8 @@ def _similar_names(bank: Bank, new: dict[str, MemoryObject], vectors: dict) -> d
     for type_ in sorted({t for t, _ in asked}):
         keys = [key for key in asked if key[0] == type_]
         prefix = f"{model_for(type_).id_prefix}-"  # layer-1 ids only: canonical objects have their own prefix
-        found = bank.vectors.query_many([vectors[asked[key][0]] for key in keys], ANN_NEIGHBOURS, prefix)
+        found = bank.nearest([vectors[asked[key][0]] for key in keys], ANN_NEIGHBOURS, prefix=prefix,
+                             below=SAME_VECTOR)
         for key, hits in zip(keys, found):
             close = [other for other, similarity in hits if VECTOR_SIMILAR <= similarity < SAME_VECTOR]
             for oid in asked[key]:
@@ -336,7 +337,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         for oid, ks in keys.items():
             for k in ks:
                 candidates[oid].update(block.get(k, ()))
-        vectors = bank.vectors.get_embeddings(list(new))
+        vectors = bank.vectors_of(list(new))
         for oid, found in _similar_names(bank, new, vectors).items():
             candidates[oid].update(found)
         other_ids = sorted({c for cs in candidates.values() for c in cs} - set(new))
@@ -345,7 +346,7 @@ def find_pairs(bank: Bank, new_ids: list[str]) -> list[tuple[str, str, float, di
         doc_titles = {d.id: d.title for d in db.sources_by_ids(sorted({s for o in others.values()
                                                                         for s in o.source_ids}))}
     qualifier = {oid: _title_qualifier(o.title, [doc_titles.get(s) for s in o.source_ids]) for oid, o in others.items()}
-    other_vectors = bank.vectors.get_embeddings(other_ids)
+    other_vectors = bank.vectors_of(other_ids)
     all_vectors = {**vectors, **other_vectors}
     scored = []  # (a, b, name similarity, vector similarity, shared neighbours, multiword, conflict)
     for oid, cands in candidates.items():

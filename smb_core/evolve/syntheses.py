@@ -85,7 +85,7 @@ def build_syntheses(bank: Bank, cycle: Cycle) -> tuple[list[Synthesis], list[Edg
     ones, at most MAX_SYNTHESES."""
     themes = _themes(bank, cycle)
     candidates = _theme_claims(bank, [t[0] for t in themes])
-    vectors = bank.vectors.get_embeddings(sorted({c.id for cs in candidates.values() for c in cs}))
+    vectors = bank.vectors_of(sorted({c.id for cs in candidates.values() for c in cs}))
     client = OllamaClient(bank.settings) if bank.settings.llm == "ollama" else None
     return _synthesise(bank, cycle, themes, candidates, vectors, client)
 

@@ -91,12 +91,12 @@ def build_clusters(bank: Bank, cycle: Cycle) -> tuple[list[Cluster], list[Edge]]
     with bank.reading() as db:
         nodes = {i: v for i, v in _concept_nodes(db).items() if i.startswith(CanonicalConcept.id_prefix)}
     ids = sorted(nodes)
-    vectors = bank.vectors.get_embeddings(ids)
+    vectors = bank.vectors_of(ids)
     ids = [i for i in ids if i in vectors]
     graph = nx.Graph()
     graph.add_nodes_from(ids)
     prefix = f"{CanonicalConcept.id_prefix}-"  # active ones: `nodes`
-    for node, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], CLUSTER_NEIGHBOURS, prefix)):
+    for node, found in zip(ids, bank.nearest([vectors[i] for i in ids], CLUSTER_NEIGHBOURS, prefix=prefix)):
         for other, similarity in found:
             if other != node and other in nodes and similarity >= CLUSTER_SIMILARITY:
                 graph.add_edge(node, other)

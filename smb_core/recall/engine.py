@@ -95,16 +95,16 @@ class RecallEngine:
         best: dict[str, float] = {}
         # A mention merged into a canonical object, or a concept split into senses, still says what its
         # document is about; only superseded and deprecated objects are left out.
-        live = {"status": {"$in": ["active", "merged", "split"]}}
-        for _, similarity, source in self.bank.vectors.query_with_source(vector, k, live):
+        live = ("active", "merged", "split")
+        for _, similarity, source in self.bank.nearest([vector], k, statuses=live, with_source=True)[0]:
             if source and similarity > best.get(source, -1.0):
                 best[source] = similarity
         return sorted(best.items(), key=lambda kv: -kv[1])[:k]
 
     def _vector_objects(self, question: str, k: int, type_: str | None = None) -> list[tuple[str, float, str]]:
         vector = self.bank.embedder.embed([question])[0]
-        where = {"status": "active"} if type_ is None else {"$and": [{"status": "active"}, {"type": type_}]}
-        return self.bank.vectors.query_with_source(vector, k, where)
+        return self.bank.nearest([vector], k, statuses=("active",), types=(type_,) if type_ else (),
+                                 with_source=True)[0]
 
     # ---- linking and one-hop bridges -----------------------------------------------------------
 
@@ -192,7 +192,7 @@ class RecallEngine:
         time embedding such sentences of long generated documents (up to 24 a query)."""
         wanted = {seed for seed, _ in sentences}
         claims = [c for c in claims if c[0] in wanted]
-        vectors = self.bank.vectors.get_embeddings([c[2] for c in claims])
+        vectors = self.bank.vectors_of([c[2] for c in claims])
         claims_by_seed: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for source, start, claim_id in claims:
             if claim_id in vectors:
@@ -229,13 +229,13 @@ class RecallEngine:
         self._forget_if_changed()
         missing = [s for s in source_ids if s not in self._claims]
         if missing:
-            rows = db.sql("SELECT id, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
+            rows = db.sql("SELECT embedding_id, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
                           "AND source_ids[1] IN (SELECT unnest(?)) ORDER BY id", [missing])
-            vectors = self.bank.vectors.get_embeddings([r[0] for r in rows])
+            vectors = self.bank.vectors.get([r[0] for r in rows])
             rows_of: dict[str, list[np.ndarray]] = defaultdict(list)
-            for claim_id, source in rows:
-                if claim_id in vectors:
-                    rows_of[source].append(vectors[claim_id])
+            for key, source in rows:
+                if key in vectors:
+                    rows_of[source].append(vectors[key])
             for source in missing:
                 self._claims[source] = (np.stack(rows_of[source]) if rows_of[source]
                                         else np.zeros((0, self.bank.embedder.dim), dtype=np.float32))
@@ -296,18 +296,18 @@ class RecallEngine:
         candidates = {r[0] for r in db.sql(
             "SELECT id FROM objects WHERE status = 'active' AND layer >= 1 AND list_has_any(source_ids, ?::VARCHAR[])",
             [list(top_docs)])}
-        candidates.update(i for i, _, _ in self.bank.vectors.query_with_source(info["vector"], 2 * k + 20,
-                                                                             {"status": "active"}))
+        candidates.update(i for i, _ in self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",))[0])
         links = link_text(db, question)
         graph_paths = self._graph_neighbours(links, hops, edge_type)
         candidates.update(graph_paths)
         where, params = id_filter("id", sorted(candidates))
-        rows = db.sql(f"SELECT id, type, source_ids FROM objects WHERE {where} AND status = 'active'", params)
+        rows = db.sql(f"SELECT id, type, source_ids, embedding_id FROM objects WHERE {where} AND status = 'active'",
+                      params)
         rows = [r for r in rows if not types or r[1] in types]
-        vectors = self.bank.vectors.get_embeddings([r[0] for r in rows])
+        vectors = self.bank.vectors.get([r[3] for r in rows])
         scored = []
-        for object_id, type_, source_ids in rows:
-            vector = vectors.get(object_id)
+        for object_id, type_, source_ids, key in rows:
+            vector = vectors.get(key)
             if vector is None:
                 continue
             similarity = max(float(vector @ info["vector"]), float(vector @ info["residual"]))

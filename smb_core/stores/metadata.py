@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS contradiction_backlog (claim_id VARCHAR PRIMARY KEY, 
 CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
 CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
 CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
+CREATE INDEX IF NOT EXISTS objects_embedding ON objects (embedding_id);
 CREATE INDEX IF NOT EXISTS spans_object ON spans (object_id);
 CREATE INDEX IF NOT EXISTS spans_source ON spans (source_id);
 CREATE INDEX IF NOT EXISTS edges_head ON edges (head);

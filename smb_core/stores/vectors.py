@@ -1,4 +1,5 @@
-"""The vector store on ChromaDB: one cosine HNSW collection of memory objects, embeddings passed explicitly.
+"""The vector store on ChromaDB: one cosine HNSW collection with a vector per distinct text of the memory's
+objects, embeddings passed explicitly.
 
 Embedded (`PersistentClient` under the bank) by default; a Chroma server when `SMB_CHROMA_HOST` is set.
 Chroma's embedded client keeps its HNSW index in memory and does not see other processes' writes,
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from smb_core.model import stable_id
 
 #: HNSW parameters for high recall at 100k+ vectors: more links per node than Chroma's default (M=16)
 #: and a wider search beam. Measured on 150k vectors of a 2wiki bank (recall@10 against exact search,
@@ -27,37 +29,23 @@ import numpy as np
 #: bounds that at about 2 s while saving most of the writes.
 HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 100, "ef_search": 128, "sync_threshold": 5_000}
 
-COLLECTION = "smb-memory"
+#: One vector per distinct text, keyed by `vector_key(text)`; the objects that share a text find it
+#: through their `embedding_id` (DuckDB). Banks made before kept one vector per object here:
+COLLECTION, LEGACY_COLLECTION = "smb-texts", "smb-memory"
 #: Ids per Chroma call: its SQLite backend limits the variables in one statement.
 BATCH = 2000
 
 
-def _allowed_values(where: dict[str, Any] | None) -> dict[str, tuple] | None:
-    """{"a": 1, "b": {"$in": [2, 3]}} or {"$and": [{"a": 1}, ...]} as {key: allowed values}; None for
-    any other filter (Chroma applies those itself)."""
-    if not where:
-        return {}
-    items = where["$and"] if set(where) == {"$and"} else [{k: v} for k, v in where.items()]
-    out: dict[str, tuple] = {}
-    for item in items:
-        if len(item) != 1:
-            return None
-        (key, value), = item.items()
-        if isinstance(value, dict) and set(value) == {"$in"}:
-            value = tuple(value["$in"])
-        elif key.startswith("$") or isinstance(value, dict):
-            return None
-        else:
-            value = (value,)
-        out[key] = value
-    return out
-
-
-def _matches(metadata: dict[str, Any] | None, wanted: dict[str, tuple]) -> bool:
-    return all((metadata or {}).get(key) in allowed for key, allowed in wanted.items())
+def vector_key(text: str) -> str:
+    """The Chroma id of a text's vector: objects with the same text (a name in many documents, a
+    relationship and the claim it was read from) share one vector instead of storing it again."""
+    return stable_id("vec", text)
 
 
 class VectorStore:
+    """Vectors by key, no metadata: which objects a key stands for, and their status and type, are in
+    DuckDB (`Bank.nearest` expands keys to objects there)."""
+
     def __init__(self, path: Path, host: str | None = None, port: int = 8000) -> None:
         self.path = path
         self.host = host
@@ -67,8 +55,8 @@ class VectorStore:
         self._count: int | None = None  # cached: Chroma's count() costs ~20 ms on a large collection
 
     @property
-    def collection(self):
-        if self._collection is None:
+    def client(self):
+        if self._client is None:
             import chromadb
             from chromadb.config import Settings as ChromaSettings
 
@@ -77,8 +65,13 @@ class VectorStore:
                 self._client = chromadb.HttpClient(host=self.host, port=self.port, settings=chroma_settings)
             else:
                 self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
+        return self._client
+
+    @property
+    def collection(self):
+        if self._collection is None:
             # embedding_function=None: Chroma's default function downloads a model; we always pass vectors.
-            self._collection = self._client.get_or_create_collection(
+            self._collection = self.client.get_or_create_collection(
                 COLLECTION, embedding_function=None, configuration={"hnsw": HNSW}
             )
             current = (self._collection.configuration_json or {}).get("hnsw") or {}
@@ -96,97 +89,42 @@ class VectorStore:
         self._collection = self._client = self._count = None
         SharedSystemClient.clear_system_cache()
 
-    def upsert(self, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
+    def upsert(self, keys: Sequence[str], embeddings: np.ndarray) -> None:
         self._count = None
-        ids, keep = _last_of_each(ids)  # Chroma rejects a repeated id; the other stores keep the last
-        if keep is not None:
-            embeddings, metadatas = np.asarray(embeddings)[keep], [metadatas[n] for n in keep]
-        for start in range(0, len(ids), BATCH):  # Chroma caps the batch size per call
-            end = start + BATCH
-            self.collection.upsert(
-                ids=list(ids[start:end]), embeddings=embeddings[start:end], metadatas=list(metadatas[start:end])
-            )
+        first = {key: n for n, key in reversed(list(enumerate(keys)))}  # Chroma rejects a repeated id
+        if len(first) < len(keys):
+            keys, embeddings = list(first), np.asarray(embeddings)[list(first.values())]
+        for start in range(0, len(keys), BATCH):  # Chroma caps the batch size per call
+            self.collection.upsert(ids=list(keys[start : start + BATCH]), embeddings=embeddings[start : start + BATCH])
 
-    def update_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
-        ids, keep = _last_of_each(ids)
-        if keep is not None:
-            metadatas = [metadatas[n] for n in keep]
-        for start in range(0, len(ids), BATCH):
-            self.collection.update(ids=list(ids[start : start + BATCH]), metadatas=list(metadatas[start : start + BATCH]))
+    def delete(self, keys: Sequence[str]) -> None:
+        self._count = None
+        for start in range(0, len(keys), BATCH):
+            self.collection.delete(ids=list(keys[start : start + BATCH]))
 
-    def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Nearest objects as (id, cosine similarity), best first."""
+    def nearest(self, embeddings: Sequence[np.ndarray], n: int) -> list[list[tuple[str, float]]]:
+        """The `n` nearest keys of each vector as (key, cosine similarity), best first, in batched queries."""
         count = self.count()
-        if count == 0:
-            return []
-        result = self.collection.query(
-            query_embeddings=[embedding], n_results=min(k, count), where=where or None, include=["distances"]
-        )
-        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
-
-    def query_many(self, embeddings: list[np.ndarray], k: int, prefix: str | tuple[str, ...] = "",
-                   over: int = 4) -> list[list[tuple[str, float]]]:
-        """Nearest objects of some types for each of several vectors, as lists of (id, cosine similarity),
-        in batched queries. Each type has its own id prefix (`clm-` claims, `ent-` entities ...), so the
-        type filter is applied to the ids of `over` x k fetched results and Chroma reads no metadata:
-        reading it from Chroma's SQLite was two thirds of a query's cost at 150k vectors. Callers check
-        anything else (status) in DuckDB; these lists are candidates, so a rare type may get fewer than k."""
-        count = self.count()
-        if count == 0 or not embeddings:
+        if count == 0 or not len(embeddings):
             return [[] for _ in embeddings]
-        fetch = min(over * k if prefix else k, count)
+        n = min(n, count)
         out: list[list[tuple[str, float]]] = []
-        per_call = max(1, min(500, 20_000 // fetch))  # results per call stay under SQLite's variable limit
+        per_call = max(1, min(500, 20_000 // n))  # results per call stay under SQLite's variable limit
         for start in range(0, len(embeddings), per_call):
-            result = self.collection.query(query_embeddings=embeddings[start : start + per_call], n_results=fetch,
+            result = self.collection.query(query_embeddings=list(embeddings[start : start + per_call]), n_results=n,
                                            include=["distances"])
-            for ids, dists in zip(result["ids"], result["distances"]):
-                out.append([(i, 1.0 - d) for i, d in zip(ids, dists) if i.startswith(prefix)][:k])
+            out.extend([(k, 1.0 - d) for k, d in zip(keys, dists)]
+                       for keys, dists in zip(result["ids"], result["distances"]))
         return out
 
-    def query_with_source(self, embedding: np.ndarray, k: int,
-                          where: dict[str, Any] | None = None) -> list[tuple[str, float, str]]:
-        """Nearest objects as (id, cosine similarity, first source document id), best first.
-
-        Simple filters (equality or `$in`, e.g. {"status": "active", "type": "claim"}) are applied to an
-        over-fetched candidate list here: Chroma's metadata pre-filter costs about a second at 150k
-        vectors, the unfiltered HNSW search a few milliseconds."""
-        count = self.count()
-        if count == 0:
-            return []
-        wanted = _allowed_values(where)
-        if wanted is None:  # a filter we cannot apply ourselves: let Chroma do it
-            return self._query(embedding, min(k, count), where)
-        fetch = k
-        while True:
-            found = [(i, s, m) for i, s, m in self._query(embedding, min(fetch, count), None) if _matches(m, wanted)]
-            if len(found) >= k or fetch >= count or fetch >= 50 * k:
-                break
-            fetch *= 4
-        if len(found) < k and fetch < count:  # a rare filter: fall back to Chroma's
-            return self._query(embedding, min(k, count), where)
-        return [(i, s, m.get("source", "")) for i, s, m in found[:k]]
-
-    def _query(self, embedding: np.ndarray, n: int, where: dict[str, Any] | None) -> list:
-        result = self.collection.query(query_embeddings=[embedding], n_results=n, where=where or None,
-                                       include=["distances", "metadatas"])
-        rows = zip(result["ids"][0], result["distances"][0], result["metadatas"][0])
-        if where is None:
-            return [(i, 1.0 - d, m or {}) for i, d, m in rows]
-        return [(i, 1.0 - d, (m or {}).get("source", "")) for i, d, m in rows]
-
-    def existing(self, ids: Sequence[str]) -> set[str]:
+    def existing(self, keys: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for start in range(0, len(ids), BATCH):
-            found.update(self.collection.get(ids=list(ids[start : start + BATCH]), include=[])["ids"])
+        for start in range(0, len(keys), BATCH):
+            found.update(self.collection.get(ids=list(keys[start : start + BATCH]), include=[])["ids"])
         return found
 
-    def get_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for start in range(0, len(ids), BATCH):  # SQLite under Chroma caps the variables per statement
-            result = self.collection.get(ids=list(ids[start : start + BATCH]), include=["embeddings"])
-            out.update((i, np.asarray(e, dtype=np.float32)) for i, e in zip(result["ids"], result["embeddings"]))
-        return out
+    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        return _get(self.collection, list(dict.fromkeys(keys)))
 
     def count(self) -> int:
         if self._count is None:
@@ -194,10 +132,32 @@ class VectorStore:
         return self._count
 
 
-def _last_of_each(ids: Sequence[str]) -> tuple[list[str], list[int] | None]:
-    """The ids without repeats (each at its last position) and those positions, or None if none repeat."""
-    last = {object_id: n for n, object_id in enumerate(ids)}
-    if len(last) == len(ids):
-        return list(ids), None
-    keep = sorted(last.values())
-    return [ids[n] for n in keep], keep
+class LegacyVectors:
+    """The per-object collection of a bank made before vectors were keyed by text: read once, then dropped."""
+
+    def __init__(self, store: VectorStore, collection) -> None:
+        self.store, self.collection = store, collection
+
+    def get(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return _get(self.collection, list(dict.fromkeys(ids)))
+
+    def drop(self) -> None:
+        self.store.client.delete_collection(LEGACY_COLLECTION)
+
+
+def legacy_vectors(store: VectorStore) -> LegacyVectors | None:
+    """The bank's old per-object collection, if it still has one."""
+    if store.host is None and not Path(store.path).exists():
+        return None
+    names = {getattr(c, "name", c) for c in store.client.list_collections()}
+    if LEGACY_COLLECTION not in names:
+        return None
+    return LegacyVectors(store, store.client.get_collection(LEGACY_COLLECTION, embedding_function=None))
+
+
+def _get(collection, ids: list[str]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for start in range(0, len(ids), BATCH):  # SQLite under Chroma caps the variables per statement
+        result = collection.get(ids=ids[start : start + BATCH], include=["embeddings"])
+        out.update((i, np.asarray(e, dtype=np.float32)) for i, e in zip(result["ids"], result["embeddings"]))
+    return out

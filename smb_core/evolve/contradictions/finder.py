@@ -41,6 +41,9 @@ _CONFIDENCE = {"date": 0.75, "number": 0.7, "place": 0.7, "person_role": 0.7, "e
 #: A name referenced by more claims than this is too common to pick out a subject ("united states", a
 #: concept such as "film"); concepts get a lower cap, as they name kinds rather than things.
 _MAX_NAME_FANOUT = {"entity": 200, "concept": 40}
+#: Claims whose text has the same vector say the same thing and cannot contradict each other: the ANN
+#: half skips them, so that a sentence repeated in many documents does not take every candidate slot.
+IDENTICAL = 1 - 1e-5
 
 
 def find_contradictions(bank, claim_ids: list[str], run_id: str | None, k: int = 20,
@@ -286,17 +289,17 @@ def _subject_key(subject: str) -> str:
 
 
 def _ann_candidates(bank, new: dict[str, Claim], out: dict[str, set[str]], k: int) -> None:
-    """The k nearest active claims by embedding (the claim's own vector from Chroma)."""
+    """The k nearest claims by embedding that say something else (the caller keeps the active ones)."""
     if k <= 0:
         return
     try:
-        vectors = bank.vectors.get_embeddings(list(new))
+        vectors = bank.vectors_of(list(new))
     except Exception:  # noqa: BLE001 - a missing vector store only loses the ANN half of the candidates
         return
     ids = sorted(vectors)  # batched queries: one query per claim cost most of the phase on 150k vectors
     # any claim: the caller keeps only active ones (it reads every candidate from DuckDB anyway)
-    for cid, found in zip(ids, bank.vectors.query_many([vectors[i] for i in ids], k + 1, f"{Claim.id_prefix}-",
-                                                       over=8)):
+    for cid, found in zip(ids, bank.nearest([vectors[i] for i in ids], k + 1, prefix=f"{Claim.id_prefix}-",
+                                                over=8, below=IDENTICAL)):
         out.setdefault(cid, set()).update(other for other, _score in found if other != cid)
 
 
