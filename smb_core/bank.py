@@ -29,6 +29,9 @@ from smb_core.stores.metadata import MetadataStore, id_filter
 from smb_core.stores.vectors import VectorStore, legacy_vectors, vector_key
 
 log = logging.getLogger(__name__)
+#: `Bank.nearest` searches a filter's objects exactly when the index returns too few of them and they
+#: are fewer than this (a type with few objects: insights, plans); more would be slower than the index.
+EXACT_SEARCH_MAX = 20_000
 #: Banks whose vector collection this process has checked for the per-object layout of older versions.
 _VECTORS_CHECKED: set[Path] = set()
 
@@ -251,21 +254,23 @@ class Bank:
         those texts that match the filters (id prefix, statuses, types), at most `k` per text, so that one
         name in thousands of documents cannot crowd out the rest. `below`: skip texts at least that
         similar (a caller that handles identical names by other means). The texts are fetched `over`
-        times `k` at first, and again four times as many for vectors still short (up to 64 x k)."""
+        times `k` at first, and again four times as many for vectors still short (up to 64 x k); a
+        filter rarer than that (a type with few objects) is answered by exact search over its objects."""
         out: list[list[tuple]] = [[] for _ in vectors]
         todo = list(range(len(vectors)))
         fetch = over * k
+        short: list[int] = []
         while todo:
             hits = self.vectors.nearest([vectors[i] for i in todo], fetch)
             keys = sorted({key for found in hits for key, _ in found})
-            objects = self._objects_by_key(keys, prefix, statuses, types) if keys else {}
+            objects = self._objects_by_key(keys, k, prefix, statuses, types) if keys else {}
             short = []
             for i, found in zip(todo, hits):
                 row = []
                 for key, similarity in found:
                     if below is not None and similarity >= below:
                         continue
-                    for object_id, source in objects.get(key, ())[:k]:
+                    for object_id, source in objects.get(key, ()):
                         row.append((object_id, similarity, source) if with_source else (object_id, similarity))
                 row.sort(key=lambda r: (-r[1], r[0]))
                 out[i] = row[:k]
@@ -274,11 +279,26 @@ class Bank:
             if fetch >= 64 * k:
                 break
             todo, fetch = short, fetch * 4
+            short = []
+        if short:
+            rows = self._objects_by_key(None, k, prefix, statuses, types, limit=EXACT_SEARCH_MAX)
+            if sum(map(len, rows.values())) < EXACT_SEARCH_MAX:
+                stored = self.vectors.get(list(rows))
+                keys = [key for key in rows if key in stored]
+                matrix = np.stack([stored[key] for key in keys]) if keys else np.zeros((0, 1))
+                for i in short:
+                    scores = matrix @ vectors[i] if keys else []
+                    row = [(object_id, float(s), source) if with_source else (object_id, float(s))
+                           for key, s in zip(keys, scores) if below is None or s < below
+                           for object_id, source in rows[key]]
+                    out[i] = sorted(row, key=lambda r: (-r[1], r[0]))[:k]
         return out
 
-    def _objects_by_key(self, keys: list[str], prefix: str, statuses: Sequence[str],
-                        types: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-        where, params = id_filter("embedding_id", keys)
+    def _objects_by_key(self, keys: list[str] | None, k: int, prefix: str, statuses: Sequence[str],
+                        types: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
+        """(id, first source) of the first `k` objects by id of each text (of these, or any) that pass
+        the filters; with `limit`, the first texts of at most that many rows."""
+        where, params = id_filter("embedding_id", keys) if keys is not None else ("true", [])
         if prefix:
             where, params = f"{where} AND starts_with(id, ?)", [*params, prefix]
         if statuses:
@@ -287,7 +307,8 @@ class Bank:
             where, params = f"{where} AND type IN (SELECT unnest(?))", [*params, list(types)]
         with self.reading() as db:
             rows = db.sql(f"SELECT embedding_id, id, coalesce(source_ids[1], '') FROM objects WHERE {where} "
-                          "ORDER BY id", params)
+                          "QUALIFY row_number() OVER (PARTITION BY embedding_id ORDER BY id) <= ? ORDER BY id"
+                          + (f" LIMIT {int(limit)}" if limit else ""), [*params, k])
         out: dict[str, list[tuple[str, str]]] = {}
         for key, object_id, source in rows:
             out.setdefault(key, []).append((object_id, source))
@@ -464,11 +485,13 @@ class Bank:
                 report["duckdb_rows"] = len(ids)
                 report["chroma_vectors"] = self.vectors.count()
                 report["distinct_texts"] = len(keys)
+                # vectors of texts no object has (a writer died between Chroma and DuckDB): harmless to recall
+                report["unused_vectors"] = max(0, report["chroma_vectors"] - len(keys))
                 report["graph_edges"] = graph.number_of_edges()
                 report["duckdb_edges"] = edge_rows
                 report["consistent"] = (
                     not (missing_files or missing_vectors or missing_nodes)
-                    and report["markdown_files"] == len(ids) and report["chroma_vectors"] == len(keys)
+                    and report["markdown_files"] == len(ids)
                     and graph.number_of_edges() == edge_rows
                 )
             else:

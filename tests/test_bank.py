@@ -546,3 +546,14 @@ def test_a_bank_with_one_vector_per_object_is_rekeyed_once(bank: Bank):
     assert from_markdown((bank.root / "layer-1/claims/clm-founded.md").read_text()).embedding_id == rows["clm-founded"]
     assert float(upgraded.vectors_of(["clm-founded"])["clm-founded"] @ marker) > 0.9999
     assert LEGACY_COLLECTION not in {c.name for c in upgraded.vectors.client.list_collections()}
+
+
+def test_nearest_finds_a_rare_type_beyond_the_index_neighbourhood_by_exact_search(bank: Bank):
+    notes = [Concept(id=f"con-note-{n:03d}", title=f"meeting note {n}", source_ids=["src-1"]) for n in range(80)]
+    insight = Insight(id="ins-revenue", title="Quarterly revenue grew", description="", source_ids=["src-2"])
+    bank.write([*notes, insight])
+    query = bank.embedder.embed(["meeting note 5"])[0]
+    (hits,) = bank.nearest([query], 1, types=("insight",), over=1)  # 64 nearest texts are all notes
+    assert [h[0] for h in hits] == ["ins-revenue"]
+    (hits,) = bank.nearest([query], 1, types=("insight",), statuses=("superseded",), over=1)
+    assert hits == []

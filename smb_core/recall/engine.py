@@ -96,7 +96,7 @@ class RecallEngine:
         # A mention merged into a canonical object, or a concept split into senses, still says what its
         # document is about; only superseded and deprecated objects are left out.
         live = ("active", "merged", "split")
-        for _, similarity, source in self.bank.nearest([vector], k, statuses=live, with_source=True)[0]:
+        for _, similarity, source in self.bank.nearest([vector], k, statuses=live, with_source=True, over=1)[0]:
             if source and similarity > best.get(source, -1.0):
                 best[source] = similarity
         return sorted(best.items(), key=lambda kv: -kv[1])[:k]
@@ -104,7 +104,7 @@ class RecallEngine:
     def _vector_objects(self, question: str, k: int, type_: str | None = None) -> list[tuple[str, float, str]]:
         vector = self.bank.embedder.embed([question])[0]
         return self.bank.nearest([vector], k, statuses=("active",), types=(type_,) if type_ else (),
-                                 with_source=True)[0]
+                                 with_source=True, over=4 if type_ else 1)[0]
 
     # ---- linking and one-hop bridges -----------------------------------------------------------
 
@@ -296,7 +296,7 @@ class RecallEngine:
         candidates = {r[0] for r in db.sql(
             "SELECT id FROM objects WHERE status = 'active' AND layer >= 1 AND list_has_any(source_ids, ?::VARCHAR[])",
             [list(top_docs)])}
-        candidates.update(i for i, _ in self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",))[0])
+        candidates.update(i for i, _ in self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0])
         links = link_text(db, question)
         graph_paths = self._graph_neighbours(links, hops, edge_type)
         candidates.update(graph_paths)
