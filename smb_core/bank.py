@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 #: `Bank.nearest` searches a filter's objects exactly when the index returns too few of them and they
 #: are fewer than this (a type with few objects: insights, plans); more would be slower than the index.
 EXACT_SEARCH_MAX = 20_000
+#: Texts whose objects `Bank.nearest` keeps per filter until the bank changes: expanding the 100 texts
+#: nearest a question in DuckDB took 11-17 ms on the 6,119-passage bank, and names recur across questions.
+EXPANSION_CACHE_SIZE = 50_000
 #: Banks whose vector collection this process has checked for the per-object layout of older versions.
 _VECTORS_CHECKED: set[Path] = set()
 
@@ -53,6 +57,7 @@ class Bank:
         self.lock = BankLock(self.root / ".lock", timeout=self.settings.lock_timeout_seconds)
         self._embedder = embedder
         self._generation_seen: str | None = None
+        self._expansions: OrderedDict[tuple, list[tuple[str, str]]] = OrderedDict()  # see `_objects_by_key`
         self._db: MetadataStore | None = None
 
     @property
@@ -160,11 +165,13 @@ class Bank:
         except FileNotFoundError:
             current = "0"
         if current != self._generation_seen:
+            self._expansions.clear()
             self.vectors.reload()  # the graph catches up on its own by replaying its log
             self._generation_seen = current
 
     def _bump_generation(self) -> None:
         value = str(int(self._generation_seen or "0") + 1)
+        self._expansions.clear()
         atomic_write_text(self._generation_file(), value)
         self._generation_seen = value
 
@@ -297,16 +304,33 @@ class Bank:
     def _objects_by_key(self, keys: list[str] | None, k: int, prefix: str, statuses: Sequence[str],
                         types: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
         """(id, first source) of the first `k` objects by id of each text (of these, or any) that pass
-        the filters; with `limit`, the first texts of at most that many rows."""
+        the filters; with `limit`, the first texts of at most that many rows. The objects of given texts
+        are kept until the bank changes (EXPANSION_CACHE_SIZE), except inside a write session."""
+        if keys is not None and (self._db is None or self._db.read_only):
+            with self.reading():  # a session first: it forgets what another process's write made stale
+                flavour = (k, prefix, tuple(statuses), tuple(types))
+                cached = {key: self._expansions.get((key, *flavour)) for key in keys}
+                missing = [key for key, found in cached.items() if found is None]
+                if missing:
+                    fetched = self._query_objects_by_key(missing, k, prefix, statuses, types)
+                    for key in missing:
+                        cached[key] = self._expansions[(key, *flavour)] = fetched.get(key, [])
+                    while len(self._expansions) > EXPANSION_CACHE_SIZE:
+                        self._expansions.popitem(last=False)
+                return {key: found for key, found in cached.items() if found}
+        return self._query_objects_by_key(None, k, prefix, statuses, types, limit)
+
+    def _query_objects_by_key(self, keys: list[str] | None, k: int, prefix: str, statuses: Sequence[str],
+                              types: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
         where, params = id_filter("embedding_id", keys) if keys is not None else ("true", [])
         if prefix:
             where, params = f"{where} AND starts_with(id, ?)", [*params, prefix]
-        if statuses:
-            where, params = f"{where} AND status IN (SELECT unnest(?))", [*params, list(statuses)]
+        if statuses:  # list_contains, not IN (SELECT unnest(?)): no semi-join (3 of 9 ms for 100 texts)
+            where, params = f"{where} AND list_contains(?, status)", [*params, list(statuses)]
         if types:
-            where, params = f"{where} AND type IN (SELECT unnest(?))", [*params, list(types)]
+            where, params = f"{where} AND list_contains(?, type)", [*params, list(types)]
         with self.reading() as db:
-            rows = db.sql(f"SELECT embedding_id, id, coalesce(source_ids[1], '') FROM objects WHERE {where} "
+            rows = db.sql(f"SELECT embedding_id, id, source FROM objects WHERE {where} "
                           "QUALIFY row_number() OVER (PARTITION BY embedding_id ORDER BY id) <= ? ORDER BY id"
                           + (f" LIMIT {int(limit)}" if limit else ""), [*params, k])
         out: dict[str, list[tuple[str, str]]] = {}

@@ -141,7 +141,7 @@ class MemoryObject(BaseModel):
     status_reason: str = ""
     created: datetime = Field(default_factory=utcnow)
     modified: datetime = Field(default_factory=utcnow)
-    embedding_id: str | None = None
+    embedding_id: str | None = None  # the Chroma id of its text's vector, shared by objects with that text
     graph_node_id: str | None = None
     source_ids: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)

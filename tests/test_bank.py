@@ -543,6 +543,7 @@ def test_a_bank_with_one_vector_per_object_is_rekeyed_once(bank: Bank):
     with upgraded.reading() as db:
         rows = dict(db.sql("SELECT id, embedding_id FROM objects"))
     assert rows == {o.id: vector_key(o.text()) for o in objects}
+
     assert from_markdown((bank.root / "layer-1/claims/clm-founded.md").read_text()).embedding_id == rows["clm-founded"]
     assert float(upgraded.vectors_of(["clm-founded"])["clm-founded"] @ marker) > 0.9999
     assert LEGACY_COLLECTION not in {c.name for c in upgraded.vectors.client.list_collections()}
@@ -557,3 +558,36 @@ def test_nearest_finds_a_rare_type_beyond_the_index_neighbourhood_by_exact_searc
     assert [h[0] for h in hits] == ["ins-revenue"]
     (hits,) = bank.nearest([query], 1, types=("insight",), statuses=("superseded",), over=1)
     assert hits == []
+
+
+def test_an_objects_table_without_the_source_column_gets_it_filled_in(tmp_path: Path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))  # the objects table as banks before the column wrote it
+    con.execute("CREATE TABLE objects (id VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, layer INTEGER NOT NULL, "
+                "status VARCHAR NOT NULL, title VARCHAR, text VARCHAR, confidence DOUBLE, created TIMESTAMPTZ, "
+                "modified TIMESTAMPTZ, embedding_id VARCHAR, graph_node_id VARCHAR, run_id VARCHAR, file_path VARCHAR, "
+                "source_ids VARCHAR[], tags VARCHAR[], derived_from VARCHAR[], disputed_by VARCHAR[], data JSON)")
+    con.execute("CREATE INDEX objects_type ON objects (type)")
+    con.execute("INSERT INTO objects (id, type, layer, status, source_ids, data) VALUES "
+                "('clm-a', 'claim', 1, 'active', ['src-2', 'src-3'], '{}'), ('ins-b', 'insight', 3, 'active', [], '{}')")
+    con.close()
+    store = MetadataStore(path).connect()
+    try:
+        assert store.sql("SELECT id, source FROM objects ORDER BY id") == [("clm-a", "src-2"), ("ins-b", "")]
+    finally:
+        store.close()
+
+
+def test_nearest_sees_what_another_process_changed_since_it_last_asked(bank: Bank):
+    bank.write([_entity("ent-porto-1", "Porto", "src-1"), _entity("ent-porto-2", "Porto", "src-2")])
+    query = bank.embedder.embed(["Porto"])[0]
+    reader = Bank(settings=bank.settings)  # another process
+    assert [h[0] for h in reader.nearest([query], 2, statuses=("active",))[0]] == ["ent-porto-1", "ent-porto-2"]
+    with bank.reading() as db:
+        gone = db.get_object("ent-porto-1")
+    gone.status = Status.SUPERSEDED
+    bank.update_objects([gone])
+    assert [h[0] for h in reader.nearest([query], 2, statuses=("active",))[0]] == ["ent-porto-2"]
+    with reader.writing():  # inside its own write session it reads DuckDB afresh
+        hits = reader.nearest([query], 2, statuses=("superseded",))[0]
+    assert [h[0] for h in hits] == ["ent-porto-1"]
