@@ -334,7 +334,8 @@ def test_a_changed_file_becomes_version_two_and_version_one_is_kept_superseded(b
     assert {o.status for o in old.values()} == {Status.SUPERSEDED}  # ... marked superseded in every store
     for obj in old.values():
         assert from_markdown((bank.root / obj.path()).read_text()).status is Status.SUPERSEDED
-    assert bank.vectors.existing(sorted({o.embedding_id for o in old.values()})) == {o.embedding_id for o in old.values()}
+    keys = {o.embedding_id for o in old.values()}  # their texts' vectors stay
+    assert bank.vectors.existing(sorted(keys)) == keys
     graph = bank.graph.ensure_loaded()
     assert {graph.nodes[i]["status"] for i, o in old.items() if o.graph_node_id} == {"superseded"}
 
@@ -569,7 +570,8 @@ def test_an_objects_table_without_the_source_column_gets_it_filled_in(tmp_path: 
                 "source_ids VARCHAR[], tags VARCHAR[], derived_from VARCHAR[], disputed_by VARCHAR[], data JSON)")
     con.execute("CREATE INDEX objects_type ON objects (type)")
     con.execute("INSERT INTO objects (id, type, layer, status, source_ids, data) VALUES "
-                "('clm-a', 'claim', 1, 'active', ['src-2', 'src-3'], '{}'), ('ins-b', 'insight', 3, 'active', [], '{}')")
+                "('clm-a', 'claim', 1, 'active', ['src-2', 'src-3'], '{}'), "
+                "('ins-b', 'insight', 3, 'active', [], '{}')")
     con.close()
     store = MetadataStore(path).connect()
     try:

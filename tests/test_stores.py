@@ -551,7 +551,8 @@ def test_minilm_rows_follow_the_input_order_whatever_the_batching():
 def test_vector_store_returns_the_nearest_keys(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
     texts = ["A small cat is sleeping on the rug.", "Stock markets fell sharply after the interest rate decision.",
-             "HNSW is a graph index for approximate nearest neighbour search.", "Lisbon is the capital city of Portugal."]
+             "HNSW is a graph index for approximate nearest neighbour search.",
+             "Lisbon is the capital city of Portugal."]
     keys = [vector_key(t) for t in texts]
     store.upsert(keys, embedder.embed(texts))
     assert store.count() == 4 and keys[0] == vector_key(texts[0]) != vector_key(texts[0] + " ")
@@ -591,7 +592,8 @@ def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vec
     texts = [f"note number {i}" for i in range(1500)]  # more than Chroma's default, fewer than ours
     store.upsert([f"n{i}" for i in range(1500)], embedder.embed(texts))
     probe = ("import sys; from smb_core.stores.vectors import VectorStore; from smb_core.embed import MiniLMEmbedder; "
-             "s = VectorStore(sys.argv[1]); print(s.count(), s.nearest([MiniLMEmbedder().embed(['note number 1499'])[0]], 1)[0][0][0])")
+             "s = VectorStore(sys.argv[1]); "
+             "print(s.count(), s.nearest([MiniLMEmbedder().embed(['note number 1499'])[0]], 1)[0][0][0])")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "chroma")], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["1500", "n1499"]

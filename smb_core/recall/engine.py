@@ -296,7 +296,8 @@ class RecallEngine:
         candidates = {r[0] for r in db.sql(
             "SELECT id FROM objects WHERE status = 'active' AND layer >= 1 AND list_has_any(source_ids, ?::VARCHAR[])",
             [list(top_docs)])}
-        candidates.update(i for i, _ in self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0])
+        nearest = self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0]
+        candidates.update(object_id for object_id, _ in nearest)
         links = link_text(db, question)
         graph_paths = self._graph_neighbours(links, hops, edge_type)
         candidates.update(graph_paths)

@@ -31,7 +31,7 @@ def layer0_matches_sha256(bank: MemoryBankResource) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=assets.extracted)
 def layer1_in_all_four_stores(context: dg.AssetCheckExecutionContext, bank: MemoryBankResource) -> dg.AssetCheckResult:
-    """Each layer-1 object of this run is a markdown file, a DuckDB row, a Chroma vector and a graph node."""
+    """Each layer-1 object of this run is a markdown file, a DuckDB row, its text's Chroma vector and a graph node."""
     memory = bank.open()
     ids = objects_of_run(memory, context.run.run_id, layer=1)
     report = memory.check_consistency(ids)
