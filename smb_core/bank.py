@@ -128,17 +128,14 @@ class Bank:
                     objects = [o for o in db.get_objects(ids[start : start + 5000]).values()
                                if o.embedding_id != vector_key(o.text())]
                     old = legacy.get([o.embedding_id or o.id for o in objects])
-                    copied: dict[str, np.ndarray] = {}
+                    vectors = [old.get(o.embedding_id or o.id) for o in objects]
+                    lacking = [n for n, vector in enumerate(vectors) if vector is None]
+                    for n, vector in zip(lacking, self.embedder.embed([objects[n].text() for n in lacking])):
+                        vectors[n] = vector  # a text the old collection lacked
                     for obj in objects:
-                        vector = old.get(obj.embedding_id or obj.id)
                         obj.embedding_id = vector_key(obj.text())
-                        if vector is not None:
-                            copied.setdefault(obj.embedding_id, vector)
-                    present = self.vectors.existing(list(copied))
-                    fresh = [k for k in copied if k not in present]
-                    if fresh:
-                        self.vectors.upsert(fresh, np.stack([copied[k] for k in fresh]))
-                    self._store_vectors(objects)  # a text the old collection lacked is embedded
+                    if objects:
+                        self._store_vectors(objects, np.stack(vectors))
                     for obj in objects:
                         self.markdown.write(obj)
                     db.upsert_objects(objects)
@@ -286,7 +283,6 @@ class Bank:
             if fetch >= 64 * k:
                 break
             todo, fetch = short, fetch * 4
-            short = []
         if short:
             rows = self._objects_by_key(None, k, prefix, statuses, types, limit=EXACT_SEARCH_MAX)
             if sum(map(len, rows.values())) < EXACT_SEARCH_MAX:

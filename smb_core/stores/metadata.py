@@ -273,8 +273,7 @@ class MetadataStore:
             return self
         self.con = self._connect_for_writing()
         if not self.read_only and self.path not in _SCHEMA_READY:
-            self._add_disputed_by_column()
-            self._add_source_column()
+            self._add_older_banks_columns()
             self.con.execute(_SCHEMA)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             _SCHEMA_READY.add(self.path)
@@ -294,19 +293,26 @@ class MetadataStore:
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 
-    def _add_disputed_by_column(self) -> None:
-        """`disputed_by` is also in `data`; its own column spares every cycle a scan of all objects' JSON.
-        A bank written before it existed gets it once (DuckDB rewrites the table: about a minute per
-        150,000 objects)."""
+    def _add_older_banks_columns(self) -> None:
+        """Columns that copy something out of an object for fast reads, added once to banks written
+        before them. `disputed_by` (also in `data`) spares every cycle a scan of all objects' JSON
+        (DuckDB rewrites the table: about a minute per 150,000 objects). `source`, the first of
+        `source_ids`, is what `Bank.nearest` reads for each object of a text: fetching a list column's
+        first element for scattered rows cost about 0.07 ms a row, a plain column about 0.003 ms."""
+        self._add_objects_column("disputed_by", "VARCHAR[] DEFAULT []",
+                                 "from_json(json_extract(data, '$.disputed_by'), '[\"VARCHAR\"]')",
+                                 "NOT contains(data, '\"disputed_by\":[]')")
+        self._add_objects_column("source", "VARCHAR", "coalesce(source_ids[1], '')")
+
+    def _add_objects_column(self, column: str, declaration: str, value: str, where: str = "true") -> None:
         if self.con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'objects' AND column_name "
-                            "IN ('data', 'disputed_by')").fetchone()[0] != 1:
+                            "IN ('data', ?)", [column]).fetchone()[0] != 1:
             return  # a new bank, or one that has the column
-        log.warning("%s: adding the disputed_by column to objects (once for this bank)", self.path)
+        log.warning("%s: adding the %s column to objects (once for this bank)", self.path, column)
         self.con.execute("BEGIN")  # one transaction: a run that dies half-way leaves the bank as it was
         try:
-            self.con.execute("ALTER TABLE objects ADD COLUMN disputed_by VARCHAR[] DEFAULT []")
-            self.con.execute("UPDATE objects SET disputed_by = from_json(json_extract(data, '$.disputed_by'), "
-                             "'[\"VARCHAR\"]') WHERE NOT contains(data, '\"disputed_by\":[]')")
+            self.con.execute(f"ALTER TABLE objects ADD COLUMN {column} {declaration}")
+            self.con.execute(f"UPDATE objects SET {column} = {value} WHERE {where}")
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
@@ -345,23 +351,6 @@ class MetadataStore:
         select = ", ".join(f"unnest(${name})" for name in params)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         self.con.execute(f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select}", params)
-
-    def _add_source_column(self) -> None:
-        """`source` (the first of `source_ids`) is what `Bank.nearest` reads for each object of a text:
-        fetching a list column's first element for scattered rows cost about 0.07 ms a row, a plain
-        column about 0.003 ms. A bank written before it existed gets it once."""
-        if self.con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'objects' AND column_name "
-                            "IN ('data', 'source')").fetchone()[0] != 1:
-            return  # a new bank, or one that has the column
-        log.warning("%s: adding the source column to objects (once for this bank)", self.path)
-        self.con.execute("BEGIN")
-        try:
-            self.con.execute("ALTER TABLE objects ADD COLUMN source VARCHAR")
-            self.con.execute("UPDATE objects SET source = coalesce(source_ids[1], '')")
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def upsert_objects(self, objects: Sequence[MemoryObject]) -> None:
         """Insert or replace objects with their spans and linkable names, in one transaction."""
