@@ -23,6 +23,9 @@ from smb_core.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: Source records read at once by `extract_sources`, in batches (bounded memory at any corpus size).
+SOURCE_BATCHES_PER_READ = 32
+
 
 @dataclass
 class SourceOutcome:
@@ -164,8 +167,11 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
                     batch_size: int = 64, force: bool = False) -> ExtractionSummary:
     """Extract layer-1 objects from layer-0 versions, in batches, writing each batch to all four stores.
 
-    Embedding a batch (ONNX, which leaves Python's GIL) overlaps with parsing the next one and writing
-    the previous one, so both cores stay busy; batches are still written one after another, in order.
+    Three stages overlap: this thread parses a batch while a thread embeds it (ONNX, which leaves
+    Python's GIL) and a writer thread stores the one before (DuckDB, Chroma and file writes also leave
+    it), so neither core waits for the other's stage; batches are still written one at a time, in
+    order, and a failed write stops the run after the batches before it. Source records are read
+    between writes (one process cannot read and write the DuckDB file at once).
     Meanwhile BLAS (spaCy's matrix products) runs on one thread: the embedder's threads already use the
     cores, and OpenBLAS threads spinning between small products only took CPU from them.
     """
@@ -175,20 +181,31 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
         done = set() if force else bank.extracted_sources(db, source_ids, version)
     todo = [s for s in source_ids if s not in done]
     summary.skipped = len(source_ids) - len(todo)
+    chunk = batch_size * SOURCE_BATCHES_PER_READ
     with threadpool_limits(limits=1, user_api="blas"), \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding:
-        pending = None
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-write") as writer:
+        writing: Future | None = None  # the batch being written
+        pending = None  # the batch parsed before this one, still to be written
+        found: dict[str, SourceDocument] = {}
         for start in range(0, len(todo), batch_size):
-            with bank.reading() as db:
-                found = {d.id: d for d in db.sources_by_ids(todo[start : start + batch_size])}
+            if start % chunk == 0:  # the next source records; no write may run while this thread reads
+                if writing is not None:
+                    writing.result()
+                with bank.reading() as db:
+                    found = {d.id: d for d in db.sources_by_ids(todo[start : start + chunk])}
             docs = [found[i] for i in todo[start : start + batch_size] if i in found]
             items = [(doc, bank.read_source_text(doc)) for doc in docs]
             extractions = _run_extractor(extractor, items)
             objects = [o for e in extractions for o in e.objects()]
             vectors = embedding.submit(bank.embed_objects, objects)
             if pending is not None:
-                _store_batch(bank, *pending, version, run_id, summary)
+                if writing is not None:
+                    writing.result()
+                writing = writer.submit(_store_batch, bank, *pending, version, run_id, summary)
             pending = (items, extractions, objects, vectors)
+        if writing is not None:
+            writing.result()
         if pending is not None:
             _store_batch(bank, *pending, version, run_id, summary)
     return summary

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from smb_core.bank import Bank, LayerZeroImmutableError
+from smb_core import ingest
 from smb_core.corpus import scan
 from smb_core.extract.nlp import NLPExtractor
 from smb_core.ingest import extract_sources, ingest_sources
@@ -215,6 +216,37 @@ def test_an_embedding_failure_in_the_background_stops_extraction_after_the_batch
 
     summary = extract_sources(bank, ids, NLPExtractor(), batch_size=2)
     assert (summary.documents, summary.skipped) == (3, 2)
+    assert bank.check_consistency()["consistent"] is True
+
+
+def test_a_write_failure_in_the_background_stops_extraction_after_the_batches_before_it(bank: Bank,
+                                                                                         monkeypatch):
+    """Batches are written by a writer thread while the next one is parsed; a failed write surfaces and
+    nothing after it is written, so a re-run extracts exactly what is missing."""
+    corpus = bank.settings.kbmd_dir
+    for i in range(7):
+        write_doc(corpus, f"note-{i}.md", f"# Note {i}\n\nAda Lovelace wrote note {i} in London.\n")
+    ids = [o.source_id for o in ingest_sources(bank, scan(corpus), corpus)]
+    original, calls = MetadataStore.upsert_objects, []
+
+    def dies_on_second_write(self, objects):
+        calls.append(len(objects))
+        if len(calls) == 2:
+            raise RuntimeError("writer died (injected)")
+        return original(self, objects)
+
+    monkeypatch.setattr(MetadataStore, "upsert_objects", dies_on_second_write)
+    monkeypatch.setattr(ingest, "SOURCE_BATCHES_PER_READ", 2)  # source records read in three rounds
+    with pytest.raises(RuntimeError, match="injected"):
+        extract_sources(bank, ids, NLPExtractor(), batch_size=1)
+    with bank.reading() as db:
+        assert bank.extracted_sources(db, ids, NLPExtractor.version) == {ids[0]}
+
+    monkeypatch.setattr(MetadataStore, "upsert_objects", original)
+    summary = extract_sources(bank, ids, NLPExtractor(), batch_size=1)
+    assert (summary.documents, summary.skipped) == (6, 1)
+    with bank.reading() as db:
+        assert bank.extracted_sources(db, ids, NLPExtractor.version) == set(ids)
     assert bank.check_consistency()["consistent"] is True
 
 
