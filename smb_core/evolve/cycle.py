@@ -123,13 +123,14 @@ def sources_since_global_passes(bank: Bank, cycle: Cycle) -> list[str]:
 
 
 def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str]:
-    """Active objects of the given types extracted from the documents this cycle consumed."""
+    """Active objects of the given (layer-1) types extracted from the documents this cycle consumed.
+    Such an object comes from one document, its `source` (a plain column: cheaper to scan than the list)."""
     if not cycle.source_ids:
         return []
     with bank.reading() as db:
         rows = db.sql(
             "SELECT id FROM objects WHERE status = 'active' AND type IN (SELECT unnest(?)) "
-            "AND list_has_any(source_ids, ?::VARCHAR[]) ORDER BY id",
+            "AND source IN (SELECT unnest(?::VARCHAR[])) ORDER BY id",
             [list(types), cycle.source_ids],
         )
     return [r[0] for r in rows]

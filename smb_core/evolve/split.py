@@ -23,6 +23,7 @@ from smb_core.evolve.contexts import context_vectors
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import CanonicalConcept, Edge, EdgeType, Status, stable_id
 from smb_core.recall.lexical import tokenize
+from smb_core.stores.metadata import id_filter
 
 MIN_MEMBERS = 4
 #: Words either side of a mention that its sense is read from.
@@ -157,7 +158,7 @@ def concepts_grown_by(bank: Bank, source_ids: list[str]) -> list[str]:
     with bank.reading() as db:
         return [r[0] for r in db.sql(
             "SELECT DISTINCT json_extract_string(data, '$.merged_into') AS concept FROM objects "
-            "WHERE type = 'concept' AND status = 'merged' AND list_has_any(source_ids, ?::VARCHAR[]) "
+            "WHERE type = 'concept' AND status = 'merged' AND source IN (SELECT unnest(?::VARCHAR[])) "
             "AND concept IS NOT NULL ORDER BY concept", [source_ids])]
 
 
@@ -175,21 +176,32 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
                           "AND len(derived_from) >= ?", [MIN_MEMBERS])
             candidate_ids = [r[0] for r in rows]
         concepts = db.get_objects(candidate_ids)
-        members = db.get_objects(sorted({m for c in concepts.values() for m in c.members}))
-    subs, updated, edges = [], [], []
-    new_sources = set(grown_since or ())
-    examined = []
-    for concept in concepts.values():
-        located = [(members[m], mention_window(members[m].description, members[m].title))
-                   for m in concept.members if m in members and members[m].description]
-        located = [(m, window) for m, window in located if window]
-        if len(located) < MIN_MEMBERS or concept.status != Status.ACTIVE:
-            continue
-        if grown_since is not None:
-            added = sum(1 for m, _ in located if new_sources.intersection(m.source_ids))
-            if added < max(MIN_GROUP, RESPLIT_SHARE * len(located)):
+        if grown_since is not None:  # too few new mentions to re-split: its members are not even read
+            fresh = {r[0] for r in db.sql("SELECT id FROM objects WHERE type = 'concept' AND source IN "
+                                          "(SELECT unnest(?::VARCHAR[]))", [list(grown_since)])}
+            concepts = {i: c for i, c in concepts.items() if len(fresh.intersection(c.members)) >= MIN_GROUP}
+        # Which concepts to examine is decided on the members' sentences alone: a concept with thousands
+        # of members that few new mentions reached is not worth parsing every member's JSON.
+        where, params = id_filter("id", sorted({m for c in concepts.values() for m in c.members}))
+        sentences = {r[0]: r[1:] for r in db.sql(
+            f"SELECT id, title, json_extract_string(data, '$.description'), source FROM objects WHERE {where}",
+            params)}
+        new_sources = set(grown_since or ())
+        chosen = []
+        for concept in concepts.values():
+            located = [(m, mention_window(sentences[m][1], sentences[m][0]))
+                       for m in concept.members if m in sentences and sentences[m][1]]
+            located = [(m, window) for m, window in located if window]
+            if len(located) < MIN_MEMBERS or concept.status != Status.ACTIVE:
                 continue
-        examined.append((concept, located))
+            if grown_since is not None:
+                added = sum(1 for m, _ in located if sentences[m][2] in new_sources)
+                if added < max(MIN_GROUP, RESPLIT_SHARE * len(located)):
+                    continue
+            chosen.append((concept, located))
+        members = db.get_objects(sorted({m for concept, _ in chosen for m in concept.members}))
+    subs, updated, edges = [], [], []
+    examined = [(concept, [(members[m], window) for m, window in located]) for concept, located in chosen]
     sentence_of = context_vectors(bank, [m for _, located in examined for m, _ in located])
     examined = [(concept, [m for m, _ in located], [w for _, w in located]) for concept, located in examined
                 if len(_senses(np.stack([sentence_of[m.id] for m, _ in located]))) >= 2]
