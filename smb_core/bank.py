@@ -260,6 +260,12 @@ class Bank:
         similar (a caller that handles identical names by other means). The texts are fetched `over`
         times `k` at first, and again four times as many for vectors still short (up to 64 x k); a
         filter rarer than that (a type with few objects) is answered by exact search over its objects."""
+        def hit(object_id: str, similarity: float, source: str) -> tuple:
+            return (object_id, similarity, source) if with_source else (object_id, similarity)
+
+        def best(row: list[tuple]) -> list[tuple]:
+            return sorted(row, key=lambda r: (-r[1], r[0]))[:k]
+
         out: list[list[tuple]] = [[] for _ in vectors]
         todo = list(range(len(vectors)))
         fetch = over * k
@@ -274,10 +280,8 @@ class Bank:
                 for key, similarity in found:
                     if below is not None and similarity >= below:
                         continue
-                    for object_id, source in objects.get(key, ()):
-                        row.append((object_id, similarity, source) if with_source else (object_id, similarity))
-                row.sort(key=lambda r: (-r[1], r[0]))
-                out[i] = row[:k]
+                    row.extend(hit(object_id, similarity, source) for object_id, source in objects.get(key, ()))
+                out[i] = best(row)
                 if len(row) < k and len(found) == fetch:
                     short.append(i)
             if fetch >= 64 * k:
@@ -288,13 +292,11 @@ class Bank:
             if sum(map(len, rows.values())) < EXACT_SEARCH_MAX:
                 stored = self.vectors.get(list(rows))
                 keys = [key for key in rows if key in stored]
-                matrix = np.stack([stored[key] for key in keys]) if keys else np.zeros((0, 1))
+                matrix = np.stack([stored[key] for key in keys]) if keys else None
                 for i in short:
                     scores = matrix @ vectors[i] if keys else []
-                    row = [(object_id, float(s), source) if with_source else (object_id, float(s))
-                           for key, s in zip(keys, scores) if below is None or s < below
-                           for object_id, source in rows[key]]
-                    out[i] = sorted(row, key=lambda r: (-r[1], r[0]))[:k]
+                    out[i] = best([hit(object_id, float(s), source) for key, s in zip(keys, scores)
+                                   if below is None or s < below for object_id, source in rows[key]])
         return out
 
     def _objects_by_key(self, keys: list[str] | None, k: int, prefix: str, statuses: Sequence[str],
