@@ -201,7 +201,7 @@ class Bank:
             old_ids = [d.id for d in old]
             db.con.execute("UPDATE sources SET status = 'superseded' WHERE id IN (SELECT unnest(?))", [old_ids])
             rows = db.sql("SELECT id FROM objects WHERE status = 'active' AND len(source_ids) = 1 "
-                          "AND source_ids[1] IN (SELECT unnest(?))", [old_ids])
+                          "AND source IN (SELECT unnest(?))", [old_ids])
             objects = list(db.get_objects([r[0] for r in rows]).values())
             for obj in objects:
                 obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id

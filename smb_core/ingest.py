@@ -111,7 +111,7 @@ def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str 
 
 #: SQL: the version `s` still has active objects of its own (a run died while superseding it).
 _HAS_ACTIVE_OBJECTS = ("EXISTS (SELECT 1 FROM objects o WHERE o.status = 'active' AND len(o.source_ids) = 1 "
-                       "AND o.source_ids[1] = s.id)")
+                       "AND o.source = s.id)")
 
 
 def files_to_ingest(bank: Bank, files: list[CorpusFile], extractor_version: str) -> list[CorpusFile]:

@@ -263,14 +263,14 @@ def _neighbour_names(db, ids: list[str]) -> dict[str, set[str]]:
     rows = db.sql(
         """
         WITH asked AS (
-            SELECT id, json_extract_string(data, '$.merged_into') AS canonical, source_ids
+            SELECT id, json_extract_string(data, '$.merged_into') AS canonical, source
             FROM objects WHERE id IN (SELECT unnest(?))
         ), claims AS (
             SELECT a.id, e1.head, e1.tail FROM asked a
             JOIN edges e1 ON e1.tail = a.id AND e1.edge_type = 'references' WHERE a.canonical IS NULL
             UNION ALL
             SELECT a.id, e1.head, e1.tail FROM asked a  -- its document's objects first: a canonical
-            JOIN objects c ON c.source_ids[1] = a.source_ids[1]  -- object may have thousands of claims
+            JOIN objects c ON c.source = a.source AND a.source <> ''  -- object may have thousands of claims
             JOIN edges e1 ON e1.head = c.id AND e1.tail = a.canonical AND e1.edge_type = 'references'
             WHERE a.canonical IS NOT NULL
         )
@@ -503,7 +503,7 @@ def _full_names(bank: Bank, pairs: list[tuple[str, str, float, dict]]) -> tuple[
         where, params = id_filter("o.id", ids)
         rows = db.sql(f"SELECT o.id, o.title, c.title, c.data->'$.aliases', s.title FROM objects o "
                       "LEFT JOIN objects c ON c.id = json_extract_string(o.data, '$.merged_into') AND c.status = 'active' "
-                      "LEFT JOIN sources s ON s.id = o.source_ids[1] "
+                      "LEFT JOIN sources s ON s.id = o.source "
                       f"WHERE {where} AND o.type = 'entity'", params)
     own, out = {}, {}
     for object_id, title, canonical, aliases, doc_title in rows:

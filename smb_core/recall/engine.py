@@ -229,8 +229,8 @@ class RecallEngine:
         self._forget_if_changed()
         missing = [s for s in source_ids if s not in self._claims]
         if missing:
-            rows = db.sql("SELECT embedding_id, source_ids[1] FROM objects WHERE type = 'claim' AND status = 'active' "
-                          "AND source_ids[1] IN (SELECT unnest(?)) ORDER BY id", [missing])
+            rows = db.sql("SELECT embedding_id, source FROM objects WHERE type = 'claim' AND status = 'active' "
+                          "AND source IN (SELECT unnest(?)) ORDER BY id", [missing])
             vectors = self.bank.vectors.get([r[0] for r in rows])
             rows_of: dict[str, list[np.ndarray]] = defaultdict(list)
             for key, source in rows:
