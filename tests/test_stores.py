@@ -548,6 +548,21 @@ def test_minilm_rows_follow_the_input_order_whatever_the_batching():
     similar = alone @ alone.T
     assert (similar[~np.eye(len(texts), dtype=bool)] < 0.95).all()  # rows out of order would fail above
 
+def test_minilm_batches_pad_little_and_keep_every_text():
+    """Padding is computed and thrown away: a batch of names of 3 and 8 tokens pads most of its rows."""
+    words = ["Lumen", "Labs", "observatory", "northern", "ridge", "Kirchenlamitz", "quarterly", "revenue"]
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(1 + i % 6)) + f" {i}" for i in range(300)]
+    embedder = MiniLMEmbedder()
+    embedder._load()
+    batches = list(embedder._batches(texts))
+    assert sorted(t for batch, _ in batches for t in batch) == sorted(texts)
+    for batch, token_ids in batches:
+        padded = max(map(len, token_ids)) * len(token_ids)
+        assert padded - sum(map(len, token_ids)) <= embedder.max_padding * padded
+        assert len(batch) <= embedder.max_batch and (padded <= embedder.batch_tokens or len(batch) == 1)
+    assert len(batches) < len(texts) / 10  # still many names to a call
+
+
 def test_vector_store_returns_the_nearest_keys(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
     texts = ["A small cat is sleeping on the rug.", "Stock markets fell sharply after the interest rate decision.",
