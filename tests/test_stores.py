@@ -548,6 +548,7 @@ def test_minilm_rows_follow_the_input_order_whatever_the_batching():
     similar = alone @ alone.T
     assert (similar[~np.eye(len(texts), dtype=bool)] < 0.95).all()  # rows out of order would fail above
 
+
 def test_minilm_batches_pad_little_and_keep_every_text():
     """Padding is computed and thrown away: a batch of names of 3 and 8 tokens pads most of its rows."""
     words = ["Lumen", "Labs", "observatory", "northern", "ridge", "Kirchenlamitz", "quarterly", "revenue"]
