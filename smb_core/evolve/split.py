@@ -176,6 +176,7 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
                           "AND len(derived_from) >= ?", [MIN_MEMBERS])
             candidate_ids = [r[0] for r in rows]
         concepts = db.get_objects(candidate_ids)
+        fresh: set[str] = set()  # the mentions the documents `grown_since` added
         if grown_since is not None:  # too few new mentions to re-split: its members are not even read
             fresh = {r[0] for r in db.sql("SELECT id FROM objects WHERE type = 'concept' AND source IN "
                                           "(SELECT unnest(?::VARCHAR[]))", [list(grown_since)])}
@@ -184,9 +185,8 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
         # of members that few new mentions reached is not worth parsing every member's JSON.
         where, params = id_filter("id", sorted({m for c in concepts.values() for m in c.members}))
         sentences = {r[0]: r[1:] for r in db.sql(
-            f"SELECT id, title, json_extract_string(data, '$.description'), source FROM objects WHERE {where}",
+            f"SELECT id, title, json_extract_string(data, '$.description') FROM objects WHERE {where}",
             params)}
-        new_sources = set(grown_since or ())
         chosen = []
         for concept in concepts.values():
             located = [(m, mention_window(sentences[m][1], sentences[m][0]))
@@ -195,7 +195,7 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
             if len(located) < MIN_MEMBERS or concept.status != Status.ACTIVE:
                 continue
             if grown_since is not None:
-                added = sum(1 for m, _ in located if sentences[m][2] in new_sources)
+                added = sum(1 for m, _ in located if m in fresh)
                 if added < max(MIN_GROUP, RESPLIT_SHARE * len(located)):
                     continue
             chosen.append((concept, located))
