@@ -281,6 +281,49 @@ def test_a_new_mention_naming_two_canonical_objects_of_earlier_cycles_makes_them
     assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == []
 
 
+def test_an_object_absorbed_into_one_that_is_absorbed_in_turn_points_at_the_last(bank: Bank) -> None:
+    def org(doc: str, name: str, context: str, aliases: tuple = ()) -> Entity:
+        return _entity(doc, name, "organization", context).model_copy(update={"aliases": list(aliases)})
+
+    _merged_groups(bank, [org("src-a", "Halvard Marine Systems", "Halvard Marine Systems was founded in Bergen."),
+                          org("src-b", "Halvard Marine Systems", "Halvard Marine Systems employs 800 people."),
+                          org("src-c", "HMS", "HMS launched the research vessel Polar Tern in 2019."),
+                          org("src-d", "HMS", "HMS launched the research vessel Polar Tern from its yard.")])
+    later = org("src-e", "Halvard Marine Systems", "Halvard Marine Systems (HMS) launched the Polar Tern.", ("HMS",))
+    bank.write([later])
+    merge.merge(bank, open_cycle(bank, "cycle-00002", "run-2"), [later.id])
+    with bank.reading() as db:
+        canonical = db.list_objects(type="canonical_entity", limit=10)
+    (first,) = [c for c in canonical if c.status == Status.MERGED]
+    (middle,) = [c for c in canonical if c.status == Status.ACTIVE]
+    # a later chunk or cycle absorbs the survivor itself into a third canonical object, as merge does
+    last = middle.model_copy(update={"id": "cen-halvard-group", "title": "Halvard Group", "aliases": [middle.title]})
+    bank.write([last])
+    with bank.reading() as db:
+        members = list(db.get_objects(middle.members).values())
+    for obj in members:
+        obj.merged_into = last.id
+    middle.status, middle.merged_into = Status.MERGED, last.id
+    bank.update_objects([middle, *members])
+    with bank.writing() as db:
+        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
+                       [("cycle-00003", last.id, middle.id, 1.0, '{"absorbed": true}', None, "[]")]
+                       + [("cycle-00003", last.id, m.id, 1.0, "{}", middle.id, "[]") for m in members])
+    assert unresolved_merges(bank) == [f"{first.id} -> {middle.id}"]  # the chain's first link is left behind
+
+    merge.merge(bank, open_cycle(bank, "cycle-00004", "run-4"), [])
+    assert unresolved_merges(bank) == [] and dangling_references(bank) == []
+    with bank.reading() as db:
+        assert db.get_object(first.id).merged_into == last.id
+    assert bank.check_consistency()["consistent"]
+    # undoing the last absorption restores the chain as it was: the middle object active, the first in it
+    merge.undo_merge(bank, last.id)
+    with bank.reading() as db:
+        assert db.get_object(middle.id).status == Status.ACTIVE
+        assert db.get_object(first.id).merged_into == middle.id
+    assert unresolved_merges(bank) == []
+
+
 def test_a_lone_surname_joins_the_one_full_name_of_its_document(bank: Bank) -> None:
     objects = [
         _entity("src-a", "Mara Okafor", "person", "Mara Okafor studied astrophysics."),

@@ -58,6 +58,7 @@ class MergeResult:
     groups: int = 0
     redirected_edges: int = 0
     absorbed: int = 0  # canonical objects of earlier cycles joined into another by a new mention
+    repointed: int = 0  # absorbed canonical objects pointed on to the end of their chain
 
     @property
     def merged_members(self) -> int:
@@ -533,6 +534,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str], chunk: int = MERGE_CHUNK
         result.merged_ids |= part.merged_ids  # a member a later chunk moves on is counted once
         result.redirected_edges += part.redirected_edges
         result.absorbed += part.absorbed
+    result.repointed = repoint_absorbed(bank, cycle)  # also mends banks evolved before it existed
     if result.absorbed:  # a canonical object a later chunk absorbed is no longer one
         with bank.reading() as db:
             active = {i for i, _, status, _ in db.object_summaries(list(canonical)) if status == "active"}
@@ -762,6 +764,39 @@ def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
         obj.run_id = cycle.run_id
     bank.update_objects(list(canonical.values()))
     return len(canonical)
+
+
+def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
+    """Point every absorbed canonical object at the active one its chain of absorptions ends in; returns
+    objects repointed. A absorbed into B, then B into C (a later chunk or cycle), left A pointing at B,
+    which is no longer active. Each repointing is recorded with the object it moved from, so undoing C's
+    merges points A back at B. Absorbed canonical objects are few: reading all of them is cheap."""
+    with bank.reading() as db:
+        pointer = dict(db.sql("SELECT id, json_extract_string(data, '$.merged_into') FROM objects "
+                              "WHERE type IN ('canonical_entity', 'canonical_concept') AND status = 'merged'"))
+
+    def end(cid: str) -> str:
+        seen = {cid}
+        while pointer.get(cid) in pointer and pointer[cid] not in seen:
+            cid = pointer[cid]
+            seen.add(cid)
+        return pointer.get(cid, cid)
+
+    moves = {cid: end(cid) for cid, target in pointer.items() if target in pointer}
+    moves = {cid: survivor for cid, survivor in moves.items() if survivor not in pointer}  # a loop stays as it is
+    if not moves:
+        return 0
+    with bank.reading() as db:
+        chained = db.get_objects(sorted(moves))
+    for obj in chained.values():
+        previous, obj.merged_into, obj.run_id = obj.merged_into, moves[obj.id], cycle.run_id
+        obj.status_reason = f"joined {obj.merged_into} in {cycle.key}, as {previous}, which it had joined, did"
+    bank.update_objects(list(chained.values()))
+    with bank.writing() as db:
+        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
+                       [(cycle.key, moves[cid], cid, 1.0, json.dumps({"absorbed": True}), pointer[cid], "[]")
+                        for cid in sorted(chained)])
+    return len(chained)
 
 
 def undo_merge(bank: Bank, canonical_id: str) -> int:

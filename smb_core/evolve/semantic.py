@@ -39,6 +39,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         "merge_groups": merged.groups,
         "merged": merged.merged_members,
         "canonical_absorbed": merged.absorbed,
+        "absorptions_repointed": merged.repointed,
         "redirected_edges": merged.redirected_edges,
         "split": len({e.head for e in split_edges}),
         "senses": len(subs),
