@@ -790,7 +790,7 @@ def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
         chained = db.get_objects(sorted(moves))
     for obj in chained.values():
         previous, obj.merged_into, obj.run_id = obj.merged_into, moves[obj.id], cycle.run_id
-        obj.status_reason = f"joined {obj.merged_into} in {cycle.key}, as {previous}, which it had joined, did"
+        obj.status_reason = f"joined {obj.merged_into} in {cycle.key} with {previous}, which it had joined"
     bank.update_objects(list(chained.values()))
     with bank.writing() as db:
         db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
