@@ -306,7 +306,7 @@ def test_an_object_absorbed_into_one_that_is_absorbed_in_turn_points_at_the_last
     middle.status, middle.merged_into = Status.MERGED, last.id
     bank.update_objects([middle, *members])
     with bank.writing() as db:
-        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
+        db.insert_rows("merges", merge.MERGE_RECORD_COLUMNS,
                        [("cycle-00003", last.id, middle.id, 1.0, '{"absorbed": true}', None, "[]")]
                        + [("cycle-00003", last.id, m.id, 1.0, "{}", middle.id, "[]") for m in members])
     assert unresolved_merges(bank) == [f"{first.id} -> {middle.id}"]  # the chain's first link is left behind

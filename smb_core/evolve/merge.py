@@ -49,6 +49,8 @@ MAX_PER_KEY = 25
 #: on names it puts a lone surname (0.90, "Okafor" ~ "Mara Okafor") inside the band and a full token
 #: match (0.95) outside it, and on vectors it covers cosines 0.81-0.91 around VECTOR_SIMILAR.
 BORDERLINE = 0.05
+#: A row of the `merges` table, as merges and repointings record it (`undo_merge` reads it back).
+MERGE_RECORD_COLUMNS = ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"]
 
 
 @dataclass
@@ -680,7 +682,7 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     bank.update_objects(updated_members + list(absorbed.values()))
     bank.remove_edges([(r["head"], r["tail"], r["id"]) for r in removed])
     with bank.writing() as db:
-        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
+        db.insert_rows("merges", MERGE_RECORD_COLUMNS,
                        [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
     result.canonical, result.groups = canonical_objects, len(canonical_objects)
     result.merged_ids, result.redirected_edges = {o.id for o in updated_members}, len(removed)
@@ -793,7 +795,7 @@ def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
         obj.status_reason = f"joined {obj.merged_into} in {cycle.key} with {previous}, which it had joined"
     bank.update_objects(list(chained.values()))
     with bank.writing() as db:
-        db.insert_rows("merges", ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"],
+        db.insert_rows("merges", MERGE_RECORD_COLUMNS,
                        [(cycle.key, moves[cid], cid, 1.0, json.dumps({"absorbed": True}), pointer[cid], "[]")
                         for cid in sorted(chained)])
     return len(chained)
