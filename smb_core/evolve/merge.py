@@ -593,13 +593,8 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     def names_of(objs: list[MemoryObject]) -> set[str]:  # the full names a group brings
         return set().union(*(full_names.get(o.id, ()) for o in objs))
 
-    def resolve(cid: str | None) -> str | None:  # the canonical object this one is, after absorptions
-        while cid in absorbed_into:
-            cid = absorbed_into[cid]
-        return cid
-
     def canonical_of_member(obj: MemoryObject) -> str | None:  # its active canonical object, if any
-        cid = resolve(getattr(obj, "merged_into", None))
+        cid = _chain_end(absorbed_into, getattr(obj, "merged_into", None))  # after this cycle's absorptions
         return cid if cid in existing else None
 
     for group in sorted(groups, key=lambda g: (-max(claim[m] for m in g), min(g))):
@@ -632,7 +627,7 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
             # two groups can join one canonical object (through different members): it is written once
             joined.setdefault(canonical_id, (part_prior, {}))[1].update((o.id, o) for o in part)
     absorbed = {cid: existing[cid] for cid in absorbed_into}
-    survivor_of = {cid: resolve(cid) for cid in absorbed}
+    survivor_of = {cid: _chain_end(absorbed_into, cid) for cid in absorbed}
     for cid in [c for c in joined if c in absorbed]:  # a group joined it before a later one absorbed it
         _, objs = joined.pop(cid)
         joined.setdefault(survivor_of[cid], (existing[survivor_of[cid]], {}))[1].update(objs)
@@ -776,15 +771,7 @@ def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
     with bank.reading() as db:
         pointer = dict(db.sql("SELECT id, json_extract_string(data, '$.merged_into') FROM objects "
                               "WHERE type IN ('canonical_entity', 'canonical_concept') AND status = 'merged'"))
-
-    def end(cid: str) -> str:
-        seen = {cid}
-        while pointer.get(cid) in pointer and pointer[cid] not in seen:
-            cid = pointer[cid]
-            seen.add(cid)
-        return pointer.get(cid, cid)
-
-    moves = {cid: end(cid) for cid, target in pointer.items() if target in pointer}
+    moves = {cid: _chain_end(pointer, cid) for cid, target in pointer.items() if target in pointer}
     moves = {cid: survivor for cid, survivor in moves.items() if survivor not in pointer}  # a loop stays as it is
     if not moves:
         return 0
@@ -799,6 +786,16 @@ def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
                        [(cycle.key, moves[cid], cid, 1.0, json.dumps({"absorbed": True}), pointer[cid], "[]")
                         for cid in sorted(chained)])
     return len(chained)
+
+
+def _chain_end(pointer: dict[str, str], cid: str | None) -> str | None:
+    """Follow `pointer` (absorbed canonical id -> the one it joined) from `cid` to the first id without
+    one. On a loop it stops where the loop closes, at an id that still has a pointer."""
+    seen: set[str] = set()
+    while cid in pointer and cid not in seen:
+        seen.add(cid)
+        cid = pointer[cid]
+    return cid
 
 
 def undo_merge(bank: Bank, canonical_id: str) -> int:
