@@ -398,6 +398,33 @@ def test_a_names_context_vector_is_its_sentences_stored_claim_vector(bank: Bank,
     assert sorted(embedded) == sorted(o.description for o in described if o not in reused)
     fresh = real_embed([o.description for o in reused])
     assert all(float(vectors[o.id] @ v) > 0.99 for o, v in zip(reused, fresh))
+    embedded.clear()  # the sentences that are not claims were stored: a later cycle reads them back
+    again = context_vectors(bank, described)
+    assert embedded == [] and all(np.array_equal(again[i], vectors[i]) for i in vectors)
+
+
+def test_stored_sentence_vectors_are_embedded_again_only_if_damaged_or_made_by_another_embedder(bank, monkeypatch):
+    from smb_core.evolve import sentence_vectors as store
+
+    texts = ["Ada Example was a mathematician.", "Bob Other, a painter from Leeds.", "Ada Example was a mathematician."]
+    embedded: list[str] = []
+    real_embed = bank.embedder.embed
+    monkeypatch.setattr(bank.embedder, "embed", lambda batch: embedded.extend(batch) or real_embed(batch))
+    first = store.sentence_vectors(bank, texts)
+    assert first.shape == (3, bank.embedder.dim) and embedded == sorted(set(texts))
+    assert np.allclose(first, real_embed(texts), atol=1e-6)
+    embedded.clear()
+    assert np.array_equal(store.sentence_vectors(bank, texts), first) and embedded == []
+    with bank.writing() as db:  # a damaged entry
+        db.con.execute("UPDATE sentence_vectors SET vector = 'short'::BLOB WHERE key = ?",
+                       [store.key(bank.embedder.name, texts[1])])
+    assert np.array_equal(store.sentence_vectors(bank, texts), first) and embedded == [texts[1]]
+    monkeypatch.setattr(bank.embedder, "name", "another-embedder")
+    embedded.clear()
+    store.sentence_vectors(bank, texts[:1])
+    assert embedded == texts[:1]  # another embedder never reads this one's vectors, which are dropped
+    with bank.reading() as db:
+        assert db.sql("SELECT count(*), min(embedder) FROM sentence_vectors")[0] == (1, "another-embedder")
 
 
 def test_rerunning_a_merge_changes_nothing(evolved) -> None:

@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS lex_postings (term VARCHAR NOT NULL, unit VARCHAR NOT
 CREATE TABLE IF NOT EXISTS lex_units (unit VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, length INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS parses (key VARCHAR PRIMARY KEY, pipeline VARCHAR NOT NULL, doc BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS event_dates (key VARCHAR PRIMARY KEY, rules VARCHAR NOT NULL, mention JSON);
+CREATE TABLE IF NOT EXISTS sentence_vectors (key VARCHAR PRIMARY KEY, embedder VARCHAR NOT NULL, vector BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS contradiction_backlog (claim_id VARCHAR PRIMARY KEY, cycle VARCHAR NOT NULL);
 CREATE INDEX IF NOT EXISTS objects_type ON objects (type);
 CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
@@ -416,6 +417,10 @@ class MetadataStore:
         """Store claims' event dates (JSON, or None: no date) by key; dates found by other rules are dropped."""
         self._store_by_key("event_dates", ("rules", rules), "mention", mentions)
 
+    def add_sentence_vectors(self, vectors: dict[str, bytes], embedder: str) -> None:
+        """Store sentence vectors (float32 bytes) by key; vectors of any other embedder are dropped."""
+        self._store_by_key("sentence_vectors", ("embedder", embedder), "vector", vectors)
+
     def _store_by_key(self, table: str, made_by: tuple[str, str], column: str, values: dict[str, Any]) -> None:
         """Insert or replace derived-data rows {key: value}, dropping the rows that `made_by` (the
         version column and this version) says another version made: their keys can never be asked for."""
@@ -429,6 +434,10 @@ class MetadataStore:
     def event_dates(self, keys: Sequence[str]) -> dict[str, str | None]:
         """The stored event dates among `keys`."""
         return self._by_key("event_dates", "mention", keys)
+
+    def sentence_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored sentence vectors among `keys`."""
+        return self._by_key("sentence_vectors", "vector", keys)
 
     def parses(self, keys: Sequence[str]) -> dict[str, bytes]:
         """The stored parses among `keys`."""
