@@ -135,7 +135,7 @@ class Bank:
                     for obj in objects:
                         obj.embedding_id = vector_key(obj.text())
                     if objects:
-                        self._store_vectors(objects, np.stack(vectors))
+                        self._store_vectors(objects, {o.embedding_id: v for o, v in zip(objects, vectors)})
                     for obj in objects:
                         self.markdown.write(obj)
                     db.upsert_objects(objects)
@@ -210,8 +210,8 @@ class Bank:
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
               vectors: np.ndarray | None = None) -> None:
-        """Put objects (and edges) into all four stores with shared ids. Embeds before taking the lock,
-        unless the caller passes `vectors` (one row per object, from `embed_objects`)."""
+        """Put objects (and edges) into all four stores with shared ids. Embeds the texts Chroma lacks
+        before taking the lock, unless the caller passes `vectors` (one row per object, from `embed_objects`)."""
         for obj in objects:
             if isinstance(obj, SourceDocument) or obj.layer == 0:
                 raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
@@ -220,20 +220,30 @@ class Bank:
             obj.embedding_id = vector_key(obj.text())
             obj.graph_node_id = obj.id if obj.node is not None else None
         if vectors is None:
-            vectors = self.embed_objects(objects)
+            by_key = self._embed_new_texts(objects)
         elif len(vectors) != len(objects):
             raise ValueError(f"{len(vectors)} vectors for {len(objects)} objects")
+        else:
+            by_key = {o.embedding_id: v for o, v in zip(objects, vectors)}
         last = {o.id: n for n, o in enumerate(objects)}
         if len(last) < len(objects):  # the same id twice: every store keeps the last
-            keep = sorted(last.values())
-            objects, vectors = [objects[n] for n in keep], np.asarray(vectors)[keep]
+            objects = [objects[n] for n in sorted(last.values())]
         with self.writing() as db:
             where, params = id_filter("id", list(last))
             replaced = {r[0] for r in db.sql(f"SELECT embedding_id FROM objects WHERE {where}", params)}
-            self._store_vectors(objects, vectors)
+            self._store_vectors(objects, by_key)
             self._store_objects(db, objects)
             self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
             self._drop_unused_vectors(db, replaced - {o.embedding_id for o in objects})
+
+    def _embed_new_texts(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
+        """{vector key: vector} of the objects' texts that Chroma does not hold yet. A cycle rewrites
+        many objects whose text is unchanged (a canonical entity given new members: 212 of the 371
+        texts an incremental cycle wrote on the 3,000-passage bank); embedding those again was wasted."""
+        text_of = {o.embedding_id: o.text() for o in objects}
+        present = self.vectors.existing(list(text_of))
+        missing = [key for key in text_of if key not in present]
+        return dict(zip(missing, self.embedder.embed([text_of[key] for key in missing])))
 
     def embed_objects(self, objects: Sequence[MemoryObject]) -> np.ndarray:
         """The vectors `write` stores for these objects (thread-safe, no lock: callers may embed one
@@ -336,22 +346,21 @@ class Bank:
             out.setdefault(key, []).append((object_id, source))
         return out
 
-    def _store_vectors(self, objects: Sequence[MemoryObject], vectors: np.ndarray | None = None) -> None:
+    def _store_vectors(self, objects: Sequence[MemoryObject], vectors: dict[str, np.ndarray] | None = None) -> None:
         """Add the vectors of the objects' texts (keys in `embedding_id`) that Chroma does not hold yet:
-        a text shared by many objects is stored once. `vectors`, if given, has one row per object."""
+        a text shared by many objects is stored once. `vectors` ({key: vector}) holds those embedded
+        beforehand; any other text is embedded here."""
         if not objects:
             return
-        keys = [o.embedding_id for o in objects]
-        present = self.vectors.existing(list(dict.fromkeys(keys)))
-        new: dict[str, int] = {}
-        for n, key in enumerate(keys):
-            if key not in present:
-                new.setdefault(key, n)
+        text_of = {o.embedding_id: o.text() for o in objects}
+        present = self.vectors.existing(list(text_of))
+        new = [key for key in text_of if key not in present]
         if not new:
             return
-        rows = (np.asarray(vectors)[list(new.values())] if vectors is not None
-                else self.embedder.embed([objects[n].text() for n in new.values()]))
-        self.vectors.upsert(list(new), rows)
+        found = {key: vectors[key] for key in new if vectors and key in vectors}
+        lacking = [key for key in new if key not in found]
+        found.update(zip(lacking, self.embedder.embed([text_of[key] for key in lacking])))
+        self.vectors.upsert(new, np.stack([found[key] for key in new]))
 
     def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject]) -> None:
         """Markdown, graph and DuckDB (last: its row is the commit record); vectors go first, by text."""

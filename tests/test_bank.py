@@ -530,6 +530,21 @@ def test_objects_with_the_same_text_share_one_vector_until_a_text_changes(bank: 
     assert bank.check_consistency()["consistent"] is True
 
 
+def test_writing_embeds_only_the_texts_whose_vector_is_not_stored_yet(bank: Bank, monkeypatch):
+    bank.write([_entity("ent-lisbon-1", "Lisbon", "src-1"), _entity("ent-berlin", "Berlin", "src-3")])
+    embedded: list[str] = []
+    real_embed = bank.embedder.embed
+    monkeypatch.setattr(bank.embedder, "embed", lambda texts: embedded.extend(texts) or real_embed(texts))
+    rewritten = _entity("ent-lisbon-1", "Lisbon", "src-1")
+    rewritten.aliases = ["Lisboa"]  # a rewrite that keeps the text (as a canonical object given members)
+    bank.write([rewritten, _entity("ent-lisbon-2", "Lisbon", "src-2"), _entity("ent-oslo", "Oslo", "src-4")])
+    assert embedded == ["Oslo"]
+    vectors = bank.vectors_of(["ent-lisbon-1", "ent-lisbon-2", "ent-oslo"])
+    assert float(vectors["ent-lisbon-2"] @ real_embed(["Lisbon"])[0]) > 0.9999
+    assert float(vectors["ent-oslo"] @ real_embed(["Oslo"])[0]) > 0.9999
+    assert bank.vectors.count() == 3 and bank.check_consistency()["consistent"] is True
+
+
 def test_nearest_expands_each_text_to_its_objects_within_the_filters(bank: Bank):
     bank.write([_entity(f"ent-paris-{n}", "Paris", f"src-{n}") for n in range(5)]
                + [_entity("ent-paris-tx", "Paris, Texas", "src-9"), _entity("ent-oslo", "Oslo", "src-8"),
