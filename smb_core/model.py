@@ -404,6 +404,9 @@ class Narrative(MemoryObject):
     subject: str = ""  # id of the entity, concept or community the narrative is about
     statements: list[CitedStatement] = Field(default_factory=list)
 
+    def text(self) -> str:
+        return self.title  # the description only restates the title's name and dates (see Timeline.text)
+
 
 class TimelineEvent(BaseModel):
     """A dated event; `date` is ISO 8601 to the precision known (`1874`, `1874-06`, `1874-06-02`)."""
@@ -427,6 +430,11 @@ class Timeline(MemoryObject):
     type: MemoryType = MemoryType.TIMELINE
     subject: str = ""
     events: list[TimelineEvent] = Field(default_factory=list)
+
+    def text(self) -> str:
+        """The title ("Timeline of X, 1502-1558"): the description repeats its name and dates with a count
+        of events, which doubled what a full cycle embedded for layer 5 (37 s of 418 at 3,000 passages)."""
+        return self.title
 
 
 class Evolution(MemoryObject):

@@ -93,6 +93,8 @@ def test_timeline_orders_dated_claims_of_an_entity_and_cites_them(ada) -> None:
     assert stable_id("tml", solo.id) not in objects  # one dated claim is no timeline
     assert result.counts["timelines"] == 1 and result.counts["events"] == 5
     assert any(line.startswith("- timeline: [Timeline of Ada Example") and "](file://" in line for line in result.summary)
+    # found by its title: the description only counts the events between the title's dates
+    assert float(bank.vectors_of([timeline.id])[timeline.id] @ bank.embedder.embed([timeline.title])[0]) > 0.9999
     with bank.reading() as db:
         edges = db.sql("SELECT tail, edge_type FROM edges WHERE head = ?", [timeline.id])
     assert (ada_entity.id, "references") in edges
