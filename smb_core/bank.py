@@ -380,6 +380,8 @@ class Bank:
         db.upsert_edges((e.id, e.head, e.tail, e.edge_type.value, e.weight, e.object_id, run_id) for e in edges)
 
     def add_edges(self, edges: Sequence[Edge], run_id: str | None = None) -> None:
+        if not edges:
+            return  # no write session (and no wait for the lock) for nothing
         with self.writing() as db:
             self._store_edges(db, edges, run_id)
 
@@ -394,6 +396,8 @@ class Bank:
     def update_objects(self, objects: Sequence[MemoryObject]) -> None:
         """Rewrite changed objects everywhere (status, fields). An object whose text changed gets the
         vector of its new text, and the old text's vector goes once no object has that text any more."""
+        if not objects:
+            return
         old_keys: set[str] = set()
         retexted = []
         for obj in objects:

@@ -16,7 +16,7 @@ from smb_core.extract.nlp import NLPExtractor
 from smb_core.ingest import extract_sources, ingest_sources
 from smb_core.integrity import front_matter_errors, layer0_hash_mismatches, objects_of_run
 from smb_core.model import (
-    Claim, Concept, Edge, Entity, EntityKind, Insight, Relationship, SourceDocument, SourceSpan, Status,
+    Claim, Concept, Edge, EdgeType, Entity, EntityKind, Insight, Relationship, SourceDocument, SourceSpan, Status,
     from_markdown, stable_id,
 )
 from smb_core.settings import Settings
@@ -543,6 +543,19 @@ def test_writing_embeds_only_the_texts_whose_vector_is_not_stored_yet(bank: Bank
     assert float(vectors["ent-lisbon-2"] @ real_embed(["Lisbon"])[0]) > 0.9999
     assert float(vectors["ent-oslo"] @ real_embed(["Oslo"])[0]) > 0.9999
     assert bank.vectors.count() == 3 and bank.check_consistency()["consistent"] is True
+
+
+def test_writing_nothing_opens_no_write_session(bank: Bank, monkeypatch):
+    bank.write([_entity("ent-oslo", "Oslo", "src-4"), _entity("ent-bergen", "Bergen", "src-5")])
+    sessions: list[int] = []
+    real_writing = type(bank).writing
+    monkeypatch.setattr(type(bank), "writing", lambda self: sessions.append(1) or real_writing(self))
+    bank.update_objects([])
+    bank.add_edges([])
+    bank.remove_edges([])
+    assert sessions == []
+    bank.add_edges([Edge.between("ent-oslo", "ent-bergen", EdgeType.RELATED_TO)])
+    assert sessions == [1]
 
 
 def test_nearest_expands_each_text_to_its_objects_within_the_filters(bank: Bank):

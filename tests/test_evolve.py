@@ -730,6 +730,25 @@ def test_an_unfinished_cycle_is_run_again_before_a_new_one(evolved) -> None:
     assert open_cycle(bank, "cycle-00002", "run-2").source_ids == []  # cycle 1 consumed everything
 
 
+def test_each_layer_of_a_run_reloads_its_cycle_without_writing_and_another_run_takes_it_over(evolved,
+                                                                                              monkeypatch) -> None:
+    bank, _ = evolved
+    with bank.reading() as db:
+        ((run, started),) = db.sql("SELECT run_id, started FROM cycles WHERE key = 'cycle-00001'")
+    first = open_cycle(bank, "cycle-00001", run)
+    writes: list[int] = []
+    real_writing = type(bank).writing
+    monkeypatch.setattr(type(bank), "writing", lambda self: writes.append(1) or real_writing(self))
+    again = open_cycle(bank, "cycle-00001", run)  # a later layer of the same run
+    assert writes == [] and (again.number, again.source_ids, again.global_passes) == (
+        first.number, first.source_ids, first.global_passes)
+    other = open_cycle(bank, "cycle-00001", "run-retry")  # a re-execution: the cycle is now its run's
+    assert writes == [1] and other.source_ids == first.source_ids and other.run_id == "run-retry"
+    with bank.reading() as db:
+        ((now_run, now_started),) = db.sql("SELECT run_id, started FROM cycles WHERE key = 'cycle-00001'")
+    assert now_run == "run-retry" and now_started >= started  # (utcnow is to the second)
+
+
 def test_global_passes_run_when_enough_of_the_bank_is_new_or_enough_cycles_passed(bank: Bank, settings,
                                                                                 monkeypatch) -> None:
     from smb_core.evolve import cycle as cycles

@@ -71,14 +71,17 @@ def pending_source_count(bank: Bank) -> int:
 
 
 def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
-    """Start (or, for a cycle that already ran, reload) the cycle `key` and its consumed documents."""
+    """Start (or, for a cycle that already ran, reload) the cycle `key` and its consumed documents.
+    Each layer of a run opens its cycle; the layers after the first only read it (a write session costs
+    more the larger the bank, and rewriting `started` made it the start of the last layer)."""
+    with bank.reading() as db:
+        row = db.sql("SELECT run_id FROM cycles WHERE key = ?", [key])
+        if row and row[0][0] == run_id:
+            return _load_cycle(db, key, run_id)
     with bank.writing() as db:
-        row = db.sql("SELECT number, global_passes FROM cycles WHERE key = ?", [key])
-        if row:
-            sources = [r[0] for r in db.sql("SELECT source_id FROM cycle_sources WHERE cycle = ? ORDER BY source_id",
-                                            [key])]
+        if db.sql("SELECT 1 FROM cycles WHERE key = ?", [key]):  # a cycle another run started: this run's now
             db.con.execute("UPDATE cycles SET run_id = ?, started = ? WHERE key = ?", [run_id, utcnow(), key])
-            return Cycle(key, run_id, sources, row[0][0], global_passes=row[0][1] is not False)
+            return _load_cycle(db, key, run_id)
         number = (db.sql("SELECT max(number) FROM cycles")[0][0] or 0) + 1
         rows = db.sql("SELECT id, partition_key, sha256 FROM sources WHERE status = 'active' "
                       "AND id NOT IN (SELECT source_id FROM cycle_sources) ORDER BY id")
@@ -88,6 +91,12 @@ def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
         db.insert_rows("cycle_sources", ["cycle", "source_id", "partition_key", "sha256"],
                        [(key, *r) for r in rows])
         return Cycle(key, run_id, [r[0] for r in rows], number, global_passes=global_passes)
+
+
+def _load_cycle(db, key: str, run_id: str | None) -> Cycle:
+    number, global_passes = db.sql("SELECT number, global_passes FROM cycles WHERE key = ?", [key])[0]
+    sources = [r[0] for r in db.sql("SELECT source_id FROM cycle_sources WHERE cycle = ? ORDER BY source_id", [key])]
+    return Cycle(key, run_id, sources, number, global_passes=global_passes is not False)
 
 
 def _global_passes_due(db, new_documents: int) -> bool:
@@ -172,8 +181,9 @@ def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject
         overlap = max(((len(members & m), i) for i, m in member_sets.items()), default=(0, ""))
         if overlap[0]:
             edges.append(Edge.between(old.id, overlap[1], EdgeType.EVOLVES_INTO))
-    bank.update_objects(stale)
-    bank.add_edges(edges, run_id=cycle.run_id)
-    # a superseded relationship stops being an edge of the graph (its file and row remain)
-    bank.remove_edges([(o.head, o.tail, o.id) for o in stale if isinstance(o, Relationship)])
+    with bank.writing():  # one write session: each costs more the larger the bank
+        bank.update_objects(stale)
+        bank.add_edges(edges, run_id=cycle.run_id)
+        # a superseded relationship stops being an edge of the graph (its file and row remain)
+        bank.remove_edges([(o.head, o.tail, o.id) for o in stale if isinstance(o, Relationship)])
     return len(stale)
