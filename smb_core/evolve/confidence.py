@@ -136,8 +136,8 @@ def _apply_boosts(bank: Bank, cycle: Cycle, boosts: dict[str, int]) -> None:
         if obj.status == Status.DEPRECATED and "confidence" in obj.status_reason:
             obj.status, obj.status_reason = Status.ACTIVE, f"reinforced by new sources in {cycle.key}"
         rows.append((obj.id, cycle.key, boosts[obj.id], round(before, 4), obj.confidence))
-    bank.update_objects(list(objects.values()))
-    with bank.writing() as db:
+    with bank.writing() as db:  # together: a re-run finds the rows exactly when the objects were raised
+        bank.update_objects(list(objects.values()))
         db.insert_rows("reinforcements", ["object_id", "cycle", "new_sources", "before", "after"], rows)
 
 
