@@ -127,6 +127,8 @@ def _apply_boosts(bank: Bank, cycle: Cycle, boosts: dict[str, int]) -> None:
     with bank.reading() as db:
         done = {r[0] for r in db.sql("SELECT object_id FROM reinforcements WHERE cycle = ?", [cycle.key])}
         objects = db.get_objects(sorted(boosts.keys() - done))
+    if not objects:
+        return
     now = utcnow()
     half_life = bank.settings.confidence_half_life_days
     rows = []

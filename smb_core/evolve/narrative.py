@@ -519,9 +519,10 @@ def retire_stale(bank: Bank, cycle: Cycle, touched: set[str], built: set[str]) -
         successor = stable_id(obj.id[:3], merged_into) if merged_into else None
         if successor in existing:
             edges.append(Edge.between(obj.id, successor, EdgeType.EVOLVES_INTO))
-    with bank.writing():  # one write session: each costs more the larger the bank
-        bank.update_objects(list(objects.values()))
-        bank.add_edges(edges, run_id=cycle.run_id)
+    if objects:
+        with bank.writing():  # one write session: each costs more the larger the bank
+            bank.update_objects(list(objects.values()))
+            bank.add_edges(edges, run_id=cycle.run_id)
     return len(objects)
 
 
