@@ -1,14 +1,17 @@
 """Evolution cycle cost: a full first cycle over a large bank, then an incremental cycle after new
 documents, at two bank sizes, with peak RSS.
 
-The bank is built from ../shared/eval/2wiki/corpus.json (about 25 memory objects per passage); the
-increment is the corpus's last passages, held back from the first build at every size (about 1,000
-new objects), so that the two sizes' incremental cycles have the same new documents to digest.
+The bank is built from ../shared/eval/2wiki/corpus.json, about 25 memory objects per passage: the
+default 4,000 passages make the issue's bank of about 100,000 objects, and 2,000 the half-size bank
+that shows whether an increment's cost grows with the bank (`--sizes 3000,6119`, the default before,
+still runs; 6,119 is the whole corpus, about 152,000 objects). The increment is the corpus's last
+passages, held back from the first build at every size (about 1,000 new objects), so that the two
+sizes' incremental cycles have the same new documents to digest.
 Each cycle runs in a fresh process, as `smb evolve` and the Dagster daemon's runs do; the incremental
 cycle is timed several times from the same bank and the median reported. Prints the seconds each
 layer took in both cycles and the peak RSS of the largest cycle process.
 
-    python bench/evolve.py [--sizes 3000,6119] [--increment 40] [--repeat 3] [--bank-root DIR [--reuse]]
+    python bench/evolve.py [--sizes 2000,4000] [--increment 40] [--repeat 3] [--bank-root DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -134,7 +137,7 @@ def _layer_seconds(settings: Settings, run_id: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="3000,6119", help="documents per bank, comma-separated")
+    parser.add_argument("--sizes", default="2000,4000", help="documents per bank, comma-separated")
     parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
     parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
     parser.add_argument("--repeat", type=int, default=3, help="incremental cycles timed per size (median reported)")
