@@ -57,6 +57,7 @@ class Bank:
         self.lock = BankLock(self.root / ".lock", timeout=self.settings.lock_timeout_seconds)
         self._embedder = embedder
         self._generation_seen: str | None = None
+        self._vectors_maybe_unused: set[str] = set()  # see `_drop_unused_vectors`
         self._expansions: OrderedDict[tuple, list[tuple[str, str]]] = OrderedDict()  # see `_objects_by_key`
         self._db: MetadataStore | None = None
 
@@ -91,7 +92,10 @@ class Bank:
 
     @contextmanager
     def writing(self) -> Iterator[MetadataStore]:
-        """Exclusive write session; other processes see its effects once it ends."""
+        """Exclusive write session; other processes see its effects once it ends. Its DuckDB writes are
+        one transaction (DuckDB is the commit record): writes a caller groups in a session, like a
+        cycle's verdicts and the claims leaving its backlog, land together or, if the run dies, not at
+        all, so a re-run never finds half of them done. Nested sessions join the outer one."""
         if self._db is not None and not self._db.read_only:
             yield self._db
             return
@@ -102,8 +106,11 @@ class Bank:
             self._db = MetadataStore(self.db_path, memory_limit=self.settings.duckdb_memory_limit,
                                      wait_seconds=self.settings.lock_timeout_seconds).connect()
             try:
-                yield self._db
+                with self._db.transaction():
+                    yield self._db
+                self._delete_unused_vectors(self._db)
             finally:
+                self._vectors_maybe_unused.clear()
                 self._db.close()
                 self._db = None
                 self._bump_generation()
@@ -139,7 +146,7 @@ class Bank:
                     for obj in objects:
                         self.markdown.write(obj)
                     db.upsert_objects(objects)
-                legacy.drop()
+            legacy.drop()  # after the session has committed the new keys
         except BaseException:
             _VECTORS_CHECKED.discard(self.root)
             raise
@@ -234,7 +241,7 @@ class Bank:
             self._store_vectors(objects, by_key)
             self._store_objects(db, objects)
             self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
-            self._drop_unused_vectors(db, replaced - {o.embedding_id for o in objects})
+            self._drop_unused_vectors(replaced - {o.embedding_id for o in objects})
 
     def _embed_new_texts(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
         """{vector key: vector} of the objects' texts that Chroma does not hold yet. A cycle rewrites
@@ -411,16 +418,21 @@ class Bank:
         with self.writing() as db:
             self._store_vectors(retexted)
             self._store_objects(db, objects)
-            self._drop_unused_vectors(db, old_keys)
+            self._drop_unused_vectors(old_keys)
 
-    def _drop_unused_vectors(self, db: MetadataStore, keys: set[str]) -> None:
-        """Delete the vectors of texts no object has any more (after an object's text changed)."""
-        keys.discard(None)
-        if keys:
-            where, params = id_filter("embedding_id", sorted(keys))
-            used = {r[0] for r in db.sql(f"SELECT DISTINCT embedding_id FROM objects WHERE {where}", params)}
-            if keys - used:
-                self.vectors.delete(sorted(keys - used))
+    def _drop_unused_vectors(self, keys: set[str]) -> None:
+        """Mark the vectors of texts that objects of this session no longer have: those no object has
+        once the session has committed are deleted then. Deleting them before would leave the objects
+        without vectors if the session rolled back (a vector no object uses is only wasted space)."""
+        self._vectors_maybe_unused.update(key for key in keys if key)
+
+    def _delete_unused_vectors(self, db: MetadataStore) -> None:
+        if not self._vectors_maybe_unused:
+            return
+        where, params = id_filter("embedding_id", sorted(self._vectors_maybe_unused))
+        used = {r[0] for r in db.sql(f"SELECT DISTINCT embedding_id FROM objects WHERE {where}", params)}
+        if self._vectors_maybe_unused - used:
+            self.vectors.delete(sorted(self._vectors_maybe_unused - used))
 
     # ---- layer-0 bookkeeping --------------------------------------------------------------
 

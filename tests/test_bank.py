@@ -423,21 +423,22 @@ def test_a_crash_between_new_version_and_superseding_is_repaired_by_rerunning(ba
     write_doc(corpus, "lumen.md", V1)
     (first,), _ = _ingest(bank, "run-1")
     write_doc(corpus, "lumen.md", V2)
-    # before: the new version is stored, then the process dies; while: the old version's row is marked
-    # superseded but its objects' DuckDB rows are not (the first object write of this run).
+    # The states a run killed there left before a write session was one transaction (banks written then
+    # may hold them): before, the new version stored and the old one still active; while, the old
+    # version's row marked superseded but its objects' rows not (the first object write of this run).
     cls, name = (Bank, "supersede_sources") if where == "before superseding" else (MetadataStore, "upsert_objects")
     original = getattr(cls, name)
-    state = {"died": False}
+    state = {"skipped": False}
 
-    def dies_once(self, *args):
-        if not state["died"]:
-            state["died"] = True
-            raise RuntimeError(f"killed {where} (injected)")
+    def skipped_once(self, *args):
+        if not state["skipped"]:
+            state["skipped"] = True
+            return None
         return original(self, *args)
 
-    monkeypatch.setattr(cls, name, dies_once)
-    with pytest.raises(RuntimeError, match="injected"):
-        ingest_sources(bank, scan(corpus), corpus, run_id="run-2")
+    monkeypatch.setattr(cls, name, skipped_once)
+    ingest_sources(bank, scan(corpus), corpus, run_id="run-2")
+    assert state["skipped"]
     with bank.reading() as db:
         assert db.sql("SELECT count(*) FROM objects WHERE status = 'active'")[0][0] > 0  # left half-done
 
@@ -527,6 +528,32 @@ def test_objects_with_the_same_text_share_one_vector_until_a_text_changes(bank: 
     bank.update_objects([second])
     assert bank.vectors.count() == 2 and bank.vectors.existing([key]) == set()
     assert bank.vectors_of(["ent-lisbon-2"])["ent-lisbon-2"] @ bank.embedder.embed(["Lisboa"])[0] > 0.9999
+    assert bank.check_consistency()["consistent"] is True
+
+
+def test_a_write_session_commits_its_writes_together_or_not_at_all(bank: Bank):
+    bank.write([_entity("ent-lisbon-1", "Lisbon", "src-1"), _entity("ent-berlin", "Berlin", "src-3")])
+    with bank.reading() as db:
+        lisbon = db.get_object("ent-lisbon-1")
+    lisbon.title = "Lisboa"
+    with pytest.raises(RuntimeError, match="injected"), bank.writing():
+        bank.update_objects([lisbon])  # a new text, so "Lisbon" would lose its vector
+        bank.write([_entity("ent-oslo", "Oslo", "src-4")])
+        raise RuntimeError("killed before the session ended (injected)")
+    with bank.reading() as db:  # DuckDB (the commit record) kept neither write
+        assert db.get_object("ent-lisbon-1").title == "Lisbon" and db.get_object("ent-oslo") is None
+    assert bank.vectors.existing([vector_key("Lisbon")]) == {vector_key("Lisbon")}  # still its object's vector
+    assert bank.check_consistency()["missing_vectors"] == []
+
+    with bank.reading() as db:  # the same writes re-run, from what the bank holds: now both land,
+        lisbon = db.get_object("ent-lisbon-1")  # and the vector no object uses any more goes
+    lisbon.title = "Lisboa"
+    with bank.writing():
+        bank.update_objects([lisbon])
+        bank.write([_entity("ent-oslo", "Oslo", "src-4")])
+    with bank.reading() as db:
+        assert db.get_object("ent-lisbon-1").title == "Lisboa" and db.get_object("ent-oslo") is not None
+    assert bank.vectors.existing([vector_key("Lisbon")]) == set()
     assert bank.check_consistency()["consistent"] is True
 
 

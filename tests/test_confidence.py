@@ -16,6 +16,7 @@ from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Claim, Contradiction, Narrative, Relationship, Status, Synthesis, stable_id, utcnow
 from smb_core.query import MemoryBank
 from smb_core.settings import Settings
+from smb_core.stores.metadata import MetadataStore
 from tests.conftest import write_doc
 
 
@@ -151,3 +152,35 @@ def test_a_bank_written_before_the_disputed_by_column_keeps_its_flags(tmp_path: 
     bank.init()
     assert confidence.flagged_now(bank) == {a.id: ["ctr-logo"], b.id: ["ctr-logo"]}
     assert confidence.propagate_disputes(bank) == (0, 0)
+
+
+def test_a_cycle_killed_while_recording_a_reinforcement_raises_the_object_once_on_rerun(
+        bank: Bank, settings, monkeypatch) -> None:
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "history.md", "# History\n\nThe Orvieto Observatory was founded in 1874 by the town council.\n")
+    _ingest(bank, corpus)
+    finish_cycle(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    write_doc(corpus, "guide.md", "# Guide\n\nThe Orvieto Observatory was founded by the town council in 1874.\n")
+    _ingest(bank, corpus)
+    with bank.reading() as db:
+        original = next(o for o in db.list_objects(type="claim", limit=10) if "in 1874 by" in o.statement)
+    real_insert = MetadataStore.insert_rows
+
+    def dies_recording(self, table, *args, **kwargs):
+        if table == "reinforcements":
+            raise RuntimeError("killed before the reinforcement was recorded (injected)")
+        return real_insert(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(MetadataStore, "insert_rows", dies_recording)
+    with pytest.raises(RuntimeError, match="injected"):
+        confidence.reinforce(bank, open_cycle(bank, "cycle-00002", "run-2"))
+    with bank.reading() as db:
+        assert db.get_object(original.id).confidence == original.confidence  # not raised without its record
+    monkeypatch.setattr(MetadataStore, "insert_rows", real_insert)
+    confidence.reinforce(bank, open_cycle(bank, "cycle-00002", "run-2"))
+    with bank.reading() as db:
+        raised = db.get_object(original.id).confidence
+        recorded = db.sql("SELECT before, after FROM reinforcements WHERE object_id = ?", [original.id])
+    assert recorded == [(pytest.approx(original.confidence, abs=1e-3), raised)]
+    assert raised == pytest.approx(confidence.reinforced(original.confidence, 1), abs=1e-3)  # once, not twice
+

@@ -13,7 +13,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,7 @@ class MetadataStore:
         self.wait_seconds = wait_seconds
         self.con: duckdb.DuckDBPyConnection | None = None
         self._attached = False  # a read session's cursor on the process's shared instance
+        self._in_transaction = False
 
     def connect(self) -> MetadataStore:
         if self.read_only and not self.path.exists():
@@ -310,14 +312,27 @@ class MetadataStore:
                             "IN ('data', ?)", [column]).fetchone()[0] != 1:
             return  # a new bank, or one that has the column
         log.warning("%s: adding the %s column to objects (once for this bank)", self.path, column)
-        self.con.execute("BEGIN")  # one transaction: a run that dies half-way leaves the bank as it was
-        try:
+        with self.transaction():  # a run that dies half-way leaves the bank as it was
             self.con.execute(f"ALTER TABLE objects ADD COLUMN {column} {declaration}")
             self.con.execute(f"UPDATE objects SET {column} = {value} WHERE {where}")
-            self.con.execute("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One DuckDB transaction: what runs inside commits together or not at all. Nested calls join
+        the outermost, so a caller can group several writes (a bank's write session is one)."""
+        if self._in_transaction:
+            yield
+            return
+        self.con.execute("BEGIN")
+        self._in_transaction = True
+        try:
+            yield
         except BaseException:
+            self._in_transaction = False
             self.con.execute("ROLLBACK")
             raise
+        self._in_transaction = False
+        self.con.execute("COMMIT")
 
     def close(self) -> None:
         if self.con is not None:
@@ -369,18 +384,13 @@ class MetadataStore:
             (o.id, s.source_id, s.start, s.end, s.line_start, s.line_end) for o in objects for s in o.source_spans
         ]
         names = [(n, o.id, o.type.value) for o in objects for n in _linkable_names(o)]
-        self.con.execute("BEGIN")
-        try:
+        with self.transaction():
             self._delete_where_in("spans", "object_id", ids)
             self._delete_where_in("names", "object_id", ids)
             self.insert_rows("objects", _OBJECT_COLUMNS, rows, replace=True)
             self.insert_rows("spans", ["object_id", "source_id", "start_char", "end_char", "line_start", "line_end"],
                              spans)
             self.insert_rows("names", ["name", "object_id", "type"], names)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def upsert_edges(self, edges: Iterable[tuple[str, str, str, str, float, str | None, str | None]]) -> None:
         """Edges as (id, head, tail, edge_type, weight, object_id, run_id)."""
@@ -393,17 +403,12 @@ class MetadataStore:
         units = list({u[0]: u for u in units}.values())
         if not units:
             return
-        self.con.execute("BEGIN")
-        try:
+        with self.transaction():
             self._delete_where_in("lex_postings", "unit", [u[0] for u in units])
             self.insert_rows("lex_units", ["unit", "kind", "length"],
                              [(u, kind, sum(c.values())) for u, kind, c in units], replace=True)
             self.insert_rows("lex_postings", ["term", "unit", "tf"],
                              [(t, u, n) for u, _, c in units for t, n in c.items()])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def _delete_where_in(self, table: str, column: str, values: Sequence[str]) -> None:
         self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [list(values)])
