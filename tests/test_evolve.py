@@ -419,6 +419,11 @@ def test_stored_sentence_vectors_are_embedded_again_only_if_damaged_or_made_by_a
         db.con.execute("UPDATE sentence_vectors SET vector = 'short'::BLOB WHERE key = ?",
                        [store.key(bank.embedder.name, texts[1])])
     assert np.array_equal(store.sentence_vectors(bank, texts), first) and embedded == [texts[1]]
+    embedded.clear()
+    with bank.writing() as db:  # damaged, though of the right size: zeros are no embedder's output
+        db.con.execute("UPDATE sentence_vectors SET vector = ? WHERE key = ?",
+                       [bytes(4 * bank.embedder.dim), store.key(bank.embedder.name, texts[0])])
+    assert np.array_equal(store.sentence_vectors(bank, texts), first) and embedded == [texts[0]]
     monkeypatch.setattr(bank.embedder, "name", "another-embedder")
     embedded.clear()
     store.sentence_vectors(bank, texts[:1])

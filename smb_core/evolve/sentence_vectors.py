@@ -23,8 +23,7 @@ def sentence_vectors(bank, texts: list[str]) -> np.ndarray:
     with bank.reading() as db:
         stored = db.sentence_vectors(sorted(by_key))
     size = 4 * embedder.dim if stored else 0
-    # a blob of another size is damaged: its text is embedded again
-    found = {by_key[k]: np.frombuffer(blob, dtype=np.float32) for k, blob in stored.items() if len(blob) == size}
+    found = {by_key[k]: v for k, v in ((k, _vector(blob, size)) for k, blob in stored.items()) if v is not None}
     missing = sorted(set(by_key.values()) - set(found))
     if missing:
         vectors = embedder.embed(missing)
@@ -37,3 +36,12 @@ def sentence_vectors(bank, texts: list[str]) -> np.ndarray:
 
 def key(embedder: str, text: str) -> str:
     return hashlib.sha1(f"{embedder}\n{text}".encode()).hexdigest()
+
+
+def _vector(blob: bytes, size: int) -> np.ndarray | None:
+    """The stored vector, or None when the blob is damaged (another size, or not a unit vector, as every
+    embedder's output is): its text is then embedded again."""
+    if len(blob) != size:
+        return None
+    vector = np.frombuffer(blob, dtype=np.float32)
+    return vector if np.isfinite(vector).all() and abs(float(vector @ vector) - 1.0) < 1e-3 else None
