@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -216,9 +216,10 @@ class Bank:
             return len(objects)
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
-              vectors: np.ndarray | None = None) -> None:
+              vectors: Mapping[str, np.ndarray] | None = None) -> None:
         """Put objects (and edges) into all four stores with shared ids. Embeds the texts Chroma lacks
-        before taking the lock, unless the caller passes `vectors` (one row per object, from `embed_objects`)."""
+        before taking the lock, unless the caller passes `vectors` ({vector key: vector}, from
+        `embed_new_texts` or `embed_objects`); a text still lacking one is embedded under the lock."""
         for obj in objects:
             if isinstance(obj, SourceDocument) or obj.layer == 0:
                 raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
@@ -227,35 +228,37 @@ class Bank:
             obj.embedding_id = vector_key(obj.text())
             obj.graph_node_id = obj.id if obj.node is not None else None
         if vectors is None:
-            by_key = self._embed_new_texts(objects)
-        elif len(vectors) != len(objects):
-            raise ValueError(f"{len(vectors)} vectors for {len(objects)} objects")
-        else:
-            by_key = {o.embedding_id: v for o, v in zip(objects, vectors)}
+            vectors = self.embed_new_texts(objects)
         last = {o.id: n for n, o in enumerate(objects)}
         if len(last) < len(objects):  # the same id twice: every store keeps the last
             objects = [objects[n] for n in sorted(last.values())]
         with self.writing() as db:
             where, params = id_filter("id", list(last))
             replaced = {r[0] for r in db.sql(f"SELECT embedding_id FROM objects WHERE {where}", params)}
-            self._store_vectors(objects, by_key)
+            self._store_vectors(objects, vectors)
             self._store_objects(db, objects)
             self._store_edges(db, [*_relationship_edges(objects), *edges], run_id)
             self._drop_unused_vectors(replaced - {o.embedding_id for o in objects})
 
-    def _embed_new_texts(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
-        """{vector key: vector} of the objects' texts that Chroma does not hold yet. A cycle rewrites
+    def embed_new_texts(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
+        """{vector key: vector} of the objects' texts that Chroma does not hold yet, for `write`; a caller
+        that writes inside its own session embeds with this first, outside the lock. A cycle rewrites
         many objects whose text is unchanged (a canonical entity given new members: 212 of the 371
         texts an incremental cycle wrote on the 3,000-passage bank); embedding those again was wasted."""
-        text_of = {o.embedding_id: o.text() for o in objects}
-        present = self.vectors.existing(list(text_of))
-        missing = [key for key in text_of if key not in present]
-        return dict(zip(missing, self.embedder.embed([text_of[key] for key in missing])))
+        text_of = self._texts_without_vector(objects)
+        return dict(zip(text_of, self.embedder.embed(list(text_of.values()))))
 
-    def embed_objects(self, objects: Sequence[MemoryObject]) -> np.ndarray:
-        """The vectors `write` stores for these objects (thread-safe, no lock: callers may embed one
-        batch while writing the previous one)."""
-        return self.embedder.embed([o.text() for o in objects])
+    def embed_objects(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
+        """{vector key: vector} of all the objects' texts, for `write`, without asking Chroma
+        (thread-safe, no lock: ingest embeds one batch while it writes the previous one)."""
+        text_of = _text_by_key(objects)
+        return dict(zip(text_of, self.embedder.embed(list(text_of.values()))))
+
+    def _texts_without_vector(self, objects: Sequence[MemoryObject]) -> dict[str, str]:
+        """{vector key: text} of the objects' texts whose vector Chroma does not hold."""
+        text_of = _text_by_key(objects)
+        present = self.vectors.existing(list(text_of))
+        return {key: text for key, text in text_of.items() if key not in present}
 
     def vectors_of(self, object_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vector of each object (objects with the same text share one)."""
@@ -353,21 +356,19 @@ class Bank:
             out.setdefault(key, []).append((object_id, source))
         return out
 
-    def _store_vectors(self, objects: Sequence[MemoryObject], vectors: dict[str, np.ndarray] | None = None) -> None:
+    def _store_vectors(self, objects: Sequence[MemoryObject], vectors: Mapping[str, np.ndarray] | None = None) -> None:
         """Add the vectors of the objects' texts (keys in `embedding_id`) that Chroma does not hold yet:
         a text shared by many objects is stored once. `vectors` ({key: vector}) holds those embedded
         beforehand; any other text is embedded here."""
         if not objects:
             return
-        text_of = {o.embedding_id: o.text() for o in objects}
-        present = self.vectors.existing(list(text_of))
-        new = [key for key in text_of if key not in present]
+        new = self._texts_without_vector(objects)
         if not new:
             return
         found = {key: vectors[key] for key in new if vectors and key in vectors}
         lacking = [key for key in new if key not in found]
-        found.update(zip(lacking, self.embedder.embed([text_of[key] for key in lacking])))
-        self.vectors.upsert(new, np.stack([found[key] for key in new]))
+        found.update(zip(lacking, self.embedder.embed([new[key] for key in lacking])))
+        self.vectors.upsert(list(new), np.stack([found[key] for key in new]))
 
     def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject]) -> None:
         """Markdown, graph and DuckDB (last: its row is the commit record); vectors go first, by text."""
@@ -550,6 +551,11 @@ class Bank:
 def _node_attrs(obj: MemoryObject) -> dict[str, Any]:
     return {"type": obj.node.value, "mtype": obj.type.value, "title": obj.title[:200], "status": obj.status.value,
             "layer": obj.layer}
+
+
+def _text_by_key(objects: Sequence[MemoryObject]) -> dict[str, str]:
+    """{vector key: text} of the objects' distinct texts."""
+    return {vector_key(text): text for text in (o.text() for o in objects)}
 
 
 def _relationship_edges(objects: Sequence[MemoryObject]) -> list[Edge]:

@@ -40,7 +40,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     agenda, agenda_edges = build_agenda(bank, cycle)
     plans, plan_edges = build_plans(bank, cycle, agenda)
     previous = _active(bank, "agenda")
-    vectors = bank.embed_objects([agenda, *plans])  # outside the lock
+    vectors = bank.embed_new_texts([agenda, *plans])  # outside the lock
     with bank.writing():  # the new agenda and plans replace the old ones at once, in one write session
         bank.write([agenda, *plans], [*agenda_edges, *plan_edges], run_id=cycle.run_id, vectors=vectors)
         bank.add_edges([Edge.between(p.id, agenda.id, EdgeType.EVOLVES_INTO) for p in previous if p.id != agenda.id],

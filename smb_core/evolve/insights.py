@@ -48,7 +48,7 @@ def write_insights(bank: Bank, insights: list[Insight], edges: list[Edge], run_i
     """Write the insights with their citations. An insight found again on other evidence is rewritten,
     and the citations it no longer makes are dropped (its front matter and its edges say the same), in
     one write session."""
-    vectors = bank.embed_objects(insights)  # outside the lock
+    vectors = bank.embed_new_texts(insights)  # outside the lock
     with bank.writing() as db:
         stale = db.sql("SELECT head, tail, id FROM edges WHERE edge_type = 'references' "
                        "AND head IN (SELECT unnest(?::VARCHAR[])) AND id NOT IN (SELECT unnest(?::VARCHAR[]))",

@@ -21,7 +21,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     checked, waiting = _claims_to_check(bank, cycle, claims, bank.settings.contradiction_claims_per_cycle)
     found = find_contradictions(bank, checked, run_id=cycle.run_id)
     verdicts = [*found.contradictions, *found.questions]
-    vectors = bank.embed_objects(verdicts)  # outside the lock
+    vectors = bank.embed_new_texts(verdicts)  # outside the lock
     with bank.writing() as db:  # the claims leave the backlog in the session that stores their verdicts
         bank.write(verdicts, found.edges, run_id=cycle.run_id, vectors=vectors)
         db.con.execute("DELETE FROM contradiction_backlog WHERE claim_id IN (SELECT unnest(?::VARCHAR[]))",
