@@ -466,6 +466,35 @@ def test_metadata_read_attachment_lingers_until_a_writer_takes_the_bank_lock(tmp
     assert _read_keys(path, lock) == [("schema_version",), ("writer",)]
 
 
+_EXITS_WHILE_AN_ATTACHMENT_LINGERS = """
+import atexit, sys, threading
+def after_the_stores_let_go():  # registered first, so it runs after every exit hook the stores register
+    lingering = [t.name for t in threading.enumerate() if t.name == "smb-duckdb-linger"]
+    print("threads at finalization:", lingering)
+atexit.register(after_the_stores_let_go)
+from pathlib import Path
+from smb_core.stores import metadata
+metadata.LINGER_SECONDS = 120.0
+path = Path(sys.argv[1])
+metadata.MetadataStore(path).connect().close()
+reader = metadata.MetadataStore(path, read_only=True, writer_lock=Path(sys.argv[2])).connect()
+print("read:", reader.sql("SELECT key FROM meta"))
+reader.close()
+"""
+
+
+def test_a_process_that_exits_while_an_attachment_lingers_stops_the_linger_thread_first(tmp_path: Path):
+    """The thread that detaches lingering files runs DuckDB statements. If it is still alive when Python
+    finalizes, a statement it is running aborts the process (DuckDB's C++ swallows the forced unwind of
+    a daemon thread: "FATAL: exception not rethrown"), which made test runs fail after every test had
+    passed. Exit must stop it and close the shared instance before finalization."""
+    done = subprocess.run([sys.executable, "-c", _EXITS_WHILE_AN_ATTACHMENT_LINGERS, str(tmp_path / "m.duckdb"),
+                           str(tmp_path / ".lock")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "read: [('schema_version',)]" in done.stdout
+    assert "threads at finalization: []" in done.stdout
+
+
 def test_metadata_read_attachment_ends_after_lingering_and_follows_a_replaced_file(tmp_path: Path, monkeypatch):
     """Without a writer, a kept attachment still ends after LINGER_SECONDS (its cache is memory); a
     file replaced on disk while attached is read afresh, not from the old attachment; and a session

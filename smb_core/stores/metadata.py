@@ -8,6 +8,7 @@ writer wants it (`_ReadOnlyAttachments`).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -138,6 +139,10 @@ class _ReadOnlyAttachments:
     exclusively (a writer then waits about WRITER_POLL_SECONDS for DuckDB); `release` detaches at once
     for a writer in this process. Nothing can write the file while it is attached, so a kept
     attachment is never stale; a file replaced on disk is attached afresh.
+
+    At exit the thread is stopped and the instance closed (`shutdown`), before Python finalizes: a
+    daemon thread still inside DuckDB then is killed by a forced unwind that DuckDB's C++ swallows,
+    and the process aborted ("FATAL: exception not rethrown") after its work was done.
     """
 
     def __init__(self) -> None:
@@ -148,6 +153,8 @@ class _ReadOnlyAttachments:
         self._stamps: dict[Path, tuple] = {}  # attached files: their identity on disk when attached
         self._idle: dict[Path, tuple[float, Path]] = {}  # attached, no session: (since, writer lock file)
         self._watcher: threading.Thread | None = None
+        self._stopping = threading.Event()
+        atexit.register(self.shutdown)
 
     def open(self, path: Path, memory_limit: str | None) -> duckdb.DuckDBPyConnection:
         path = path.resolve()
@@ -191,7 +198,7 @@ class _ReadOnlyAttachments:
             if self._sessions[path]:
                 return
             del self._sessions[path]
-            if writer_lock is None or self._memory_used() > LINGER_MAX_BYTES:
+            if writer_lock is None or self._stopping.is_set() or self._memory_used() > LINGER_MAX_BYTES:
                 self._detach(path)
                 return
             self._idle[path] = (time.monotonic(), writer_lock)
@@ -208,10 +215,9 @@ class _ReadOnlyAttachments:
 
     def _watch(self) -> None:
         """Detach idle files that a writer wants or that lingered long enough; stop when none is left."""
-        while True:
-            time.sleep(WRITER_POLL_SECONDS)
+        while not self._stopping.wait(WRITER_POLL_SECONDS):
             with self._lock:
-                if self._pid != os.getpid():
+                if self._pid != os.getpid() or self._stopping.is_set():
                     return
                 now = time.monotonic()
                 for path, (since, writer_lock) in list(self._idle.items()):
@@ -220,6 +226,17 @@ class _ReadOnlyAttachments:
                 if not self._idle:
                     self._watcher = None
                     return
+
+    def shutdown(self) -> None:
+        """Stop the watcher and close the instance; registered with `atexit` (see the class docstring)."""
+        self._stopping.set()
+        watcher = self._watcher
+        if watcher is not None and self._pid == os.getpid():
+            watcher.join()
+        with self._lock:
+            if self._instance is not None and self._pid == os.getpid():
+                self._instance.close()
+            self._instance, self._sessions, self._stamps, self._idle, self._watcher = None, {}, {}, {}, None
 
     def _memory_used(self) -> int:
         return self._instance.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] or 0
