@@ -22,7 +22,11 @@ Then, on a fresh bank, in a child process per size (so peak RSS is per size):
     python bench/scale.py --sizes 1000,6119,10000,50000   # with the 6,119-passage R@5 reference
 
 With --reuse, a size whose bank exists under --root keeps its ingest and evolution figures (from
-result-N.json) and is measured again (recall, sensor, disk) without ingesting.
+result-N.json) and is measured again (recall, sensor, disk) without ingesting. A run that stopped
+part-way (50,000 documents take many hours here) goes on from where it stopped: each finished slice
+and the cycle are recorded in progress-N.json as they finish, and `--reuse` skips them. A slice or
+cycle that an earlier run had started is done again and marked resumed (its seconds then cover only
+what was left of it); peak RSS is the largest of every run's.
 """
 
 from __future__ import annotations
@@ -155,8 +159,20 @@ def ingest_by_sensor(settings, instance, cursor: str | None) -> str | None:
     return cursor
 
 
-def build(size: int, settings, passages: list[dict], mode: str) -> dict:
-    """Write the corpus in 10 slices, ingesting after each; then one evolution cycle."""
+def load_progress(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {"slices": []}
+
+
+def save_progress(path: Path, progress: dict) -> None:
+    """Atomically, so that a run killed while saving leaves the previous record."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(progress, indent=1))
+    os.replace(tmp, path)
+
+
+def build(size: int, settings, passages: list[dict], mode: str, progress_path: Path) -> dict:
+    """Write the corpus in 10 slices, ingesting after each; then one evolution cycle. What is already
+    recorded in `progress_path` (by an earlier run of this size that stopped) is not done again."""
     from smb_core.bank import Bank
     from smb_pipeline.runner import instance_for, run_evolve, run_ingest
 
@@ -165,33 +181,49 @@ def build(size: int, settings, passages: list[dict], mode: str) -> dict:
     plan = corpus_plan(size, len(passages))
     bounds = slice_bounds(size)
     instance = instance_for(settings.memory_bank_dir)
-    cursor = None
-    slices = []
+    progress = load_progress(progress_path)
+    done = {s["slice"] for s in progress["slices"]}
     for k in range(SLICES):
         items = plan[bounds[k]:bounds[k + 1]]
-        if not items:
+        if not items or k in done:
             continue
         written = sum(write_item(item, passages, corpus) for item in items)
+        resumed = progress.get("started") == k  # a run stopped inside this slice: part of it is ingested
+        progress["started"] = k
+        save_progress(progress_path, progress)
         started = time.perf_counter()
         if mode == "sensor":
-            cursor = ingest_by_sensor(settings, instance, cursor)
+            progress["cursor"] = ingest_by_sensor(settings, instance, progress.get("cursor"))
         else:
             report = run_ingest(settings, instance=instance)
             if not report.success:
                 raise RuntimeError(f"ingest failed: {report.failures[:5]}")
         seconds = time.perf_counter() - started
-        slices.append({"documents": len(items), "bytes": written, "seconds": seconds})
+        progress["slices"].append({"slice": k, "documents": len(items), "bytes": written, "seconds": seconds,
+                                   "resumed": resumed})
+        progress["rss_mb"] = max(progress.get("rss_mb", 0), peak_rss_mb())
+        save_progress(progress_path, progress)
         log(f"N={size} slice {k + 1}/{SLICES}: {len(items)} documents in {seconds:.1f}s "
-            f"({len(items) / seconds:.1f} docs/s)")
+            f"({len(items) / seconds:.1f} docs/s){' (resumed)' if resumed else ''}")
+    slices = sorted(progress["slices"], key=lambda s: s["slice"])
     ingest_seconds = sum(s["seconds"] for s in slices)
     status = Bank(settings=settings).status()
     objects = sum(status["types"].values())
     log(f"N={size} ingested {status['documents']} documents, {objects} objects in {ingest_seconds:.0f}s; "
         f"consistent: {status['consistent']}")
-    started = time.perf_counter()
-    cycle, report = run_evolve(settings, instance=instance)
-    evolve_seconds = time.perf_counter() - started
-    log(f"N={size} evolution cycle {cycle} in {evolve_seconds:.1f}s, ok: {report.success}")
+    if "cycle" not in progress:
+        resumed = progress.get("started") == "cycle"
+        progress["started"] = "cycle"
+        save_progress(progress_path, progress)
+        started = time.perf_counter()
+        key, report = run_evolve(settings, instance=instance)
+        progress["cycle"] = {"key": key, "seconds": time.perf_counter() - started, "ok": report.success,
+                             "failures": report.failures[:5], "resumed": resumed}
+        progress["rss_mb"] = max(progress.get("rss_mb", 0), peak_rss_mb())
+        save_progress(progress_path, progress)
+    cycle = progress["cycle"]
+    log(f"N={size} evolution cycle {cycle['key']} in {cycle['seconds']:.1f}s, ok: {cycle['ok']}"
+        f"{' (resumed)' if cycle['resumed'] else ''}")
     first, last = slices[0], slices[-1]
     return {
         "size": size, "mode": mode, "documents": status["documents"], "objects": objects,
@@ -201,8 +233,9 @@ def build(size: int, settings, passages: list[dict], mode: str) -> dict:
         "last_tenth_docs_per_s": last["documents"] / last["seconds"],
         "first_tenth_kb_per_s": first["bytes"] / 1024 / first["seconds"],
         "last_tenth_kb_per_s": last["bytes"] / 1024 / last["seconds"],
-        "slices": slices, "evolve_s": evolve_seconds, "evolve_ok": report.success,
-        "evolve_failures": report.failures[:5], "build_rss_mb": peak_rss_mb(),
+        "resumed": [s["slice"] + 1 for s in slices if s.get("resumed")] + (["cycle"] if cycle["resumed"] else []),
+        "slices": slices, "evolve_s": cycle["seconds"], "evolve_ok": cycle["ok"],
+        "evolve_failures": cycle["failures"], "build_rss_mb": progress["rss_mb"],
     }
 
 
@@ -245,7 +278,7 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
 
         root_dir = Path(root)
         settings = Settings(memory_bank_dir=root_dir / f"bank-{size}", kbmd_dir=root_dir / f"kbmd-{size}")
-        saved = root_dir / f"result-{size}.json"
+        saved, progress = root_dir / f"result-{size}.json", root_dir / f"progress-{size}.json"
         passages, questions = load_2wiki()
         if size > PASSAGES:
             assert len(passages) == PASSAGES, len(passages)
@@ -253,6 +286,10 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
         if reuse and exists and saved.exists():
             row = json.loads(saved.read_text())
             log(f"N={size}: reusing the bank and its ingest/evolution figures from {saved}")
+        elif reuse and exists and progress.exists():
+            log(f"N={size}: going on from what {progress} records")
+            row = build(size, settings, passages, mode, progress)
+            saved.write_text(json.dumps(row, indent=1))
         elif reuse and exists:
             from smb_pipeline.runner import run_evolve
 
@@ -264,7 +301,8 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
         else:
             if exists:
                 raise SystemExit(f"{settings.memory_bank_dir} exists: pass --reuse or another --root")
-            row = build(size, settings, passages, mode)
+            progress.unlink(missing_ok=True)  # a record without its bank describes nothing
+            row = build(size, settings, passages, mode, progress)
             saved.write_text(json.dumps(row, indent=1))
         row.update(measure(size, settings, questions))
         row["rss_mb"] = max(peak_rss_mb(), row.get("build_rss_mb", 0))
@@ -317,7 +355,8 @@ def print_targets(rows: list[dict]) -> None:
     for r in rows:
         if r.get("first_tenth_docs_per_s"):
             ratio = r["last_tenth_docs_per_s"] / r["first_tenth_docs_per_s"]
-            print(f"- last/first tenth ingest throughput at {r['size']:,} ({r['mode']}): {ratio:.2f} "
+            resumed = f"; resumed after a stop: {', '.join(map(str, r['resumed']))}" if r.get("resumed") else ""
+            print(f"- last/first tenth ingest throughput at {r['size']:,} ({r['mode']}{resumed}): {ratio:.2f} "
                   f"(>= 0.80): {verdict(ratio >= 0.8)}")
     reference = next((r for r in rows if r["size"] == PASSAGES), None)
     grown = [r for r in rows if r["size"] > PASSAGES and r.get("r5_2wiki") is not None]
