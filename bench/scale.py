@@ -26,7 +26,8 @@ result-N.json) and is measured again (recall, sensor, disk) without ingesting. A
 part-way (50,000 documents take many hours here) goes on from where it stopped: each finished slice
 and the cycle are recorded in progress-N.json as they finish, and `--reuse` skips them. A slice or
 cycle that an earlier run had started is done again and marked resumed (its seconds then cover only
-what was left of it); peak RSS is the largest of every run's.
+what was left of it, so a resumed first or last slice gives no tenth's throughput); peak RSS, sampled
+into the record every 10 s, is the largest of every run's.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ import json
 import multiprocessing as mp
 import os
 import random
+import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -170,18 +173,48 @@ def save_progress(path: Path, progress: dict) -> None:
     os.replace(tmp, path)
 
 
+def record_peak_rss(path: Path, every_s: float = 10.0) -> threading.Event:
+    """Keep the largest peak RSS of this and earlier runs in `path`, every `every_s`: a run stopped
+    inside a slice or the cycle (killed for memory, say) would otherwise take its peak with it."""
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            earlier = json.loads(path.read_text())["rss_mb"] if path.exists() else 0.0
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(json.dumps({"rss_mb": max(earlier, peak_rss_mb())}))
+            os.replace(tmp, path)
+            if stop.wait(every_s):
+                return
+
+    threading.Thread(target=sample, name="peak-rss", daemon=True).start()
+    return stop
+
+
 def build(size: int, settings, passages: list[dict], mode: str, progress_path: Path) -> dict:
     """Write the corpus in 10 slices, ingesting after each; then one evolution cycle. What is already
     recorded in `progress_path` (by an earlier run of this size that stopped) is not done again."""
+    Path(settings.kbmd_dir).mkdir(parents=True, exist_ok=True)
+    progress = load_progress(progress_path)
+    if progress.setdefault("mode", mode) != mode:
+        raise SystemExit(f"{progress_path}: the stopped run ingested with --ingest-mode {progress['mode']}")
+    rss_path = progress_path.with_name(f"rss-{size}.json")
+    sampling = record_peak_rss(rss_path)
+    try:
+        return _build(size, settings, passages, mode, progress_path, progress, rss_path)
+    finally:
+        sampling.set()
+
+
+def _build(size: int, settings, passages: list[dict], mode: str, progress_path: Path, progress: dict,
+           rss_path: Path) -> dict:
     from smb_core.bank import Bank
     from smb_pipeline.runner import instance_for, run_evolve, run_ingest
 
     corpus = Path(settings.kbmd_dir)
-    corpus.mkdir(parents=True, exist_ok=True)
     plan = corpus_plan(size, len(passages))
     bounds = slice_bounds(size)
     instance = instance_for(settings.memory_bank_dir)
-    progress = load_progress(progress_path)
     done = {s["slice"] for s in progress["slices"]}
     for k in range(SLICES):
         items = plan[bounds[k]:bounds[k + 1]]
@@ -201,7 +234,6 @@ def build(size: int, settings, passages: list[dict], mode: str, progress_path: P
         seconds = time.perf_counter() - started
         progress["slices"].append({"slice": k, "documents": len(items), "bytes": written, "seconds": seconds,
                                    "resumed": resumed})
-        progress["rss_mb"] = max(progress.get("rss_mb", 0), peak_rss_mb())
         save_progress(progress_path, progress)
         log(f"N={size} slice {k + 1}/{SLICES}: {len(items)} documents in {seconds:.1f}s "
             f"({len(items) / seconds:.1f} docs/s){' (resumed)' if resumed else ''}")
@@ -211,31 +243,34 @@ def build(size: int, settings, passages: list[dict], mode: str, progress_path: P
     objects = sum(status["types"].values())
     log(f"N={size} ingested {status['documents']} documents, {objects} objects in {ingest_seconds:.0f}s; "
         f"consistent: {status['consistent']}")
-    if "cycle" not in progress:
+    cycle = progress.get("cycle")
+    if cycle is None:
         resumed = progress.get("started") == "cycle"
         progress["started"] = "cycle"
         save_progress(progress_path, progress)
         started = time.perf_counter()
         key, report = run_evolve(settings, instance=instance)
-        progress["cycle"] = {"key": key, "seconds": time.perf_counter() - started, "ok": report.success,
-                             "failures": report.failures[:5], "resumed": resumed}
-        progress["rss_mb"] = max(progress.get("rss_mb", 0), peak_rss_mb())
-        save_progress(progress_path, progress)
-    cycle = progress["cycle"]
+        cycle = {"key": key, "seconds": time.perf_counter() - started, "ok": report.success,
+                 "failures": report.failures[:5], "resumed": resumed}
+        if report.success:  # a failed cycle is reported, and tried again by the next --reuse
+            progress["cycle"] = cycle
+            save_progress(progress_path, progress)
     log(f"N={size} evolution cycle {cycle['key']} in {cycle['seconds']:.1f}s, ok: {cycle['ok']}"
         f"{' (resumed)' if cycle['resumed'] else ''}")
     first, last = slices[0], slices[-1]
+    rss = max(json.loads(rss_path.read_text())["rss_mb"] if rss_path.exists() else 0.0, peak_rss_mb())
     return {
         "size": size, "mode": mode, "documents": status["documents"], "objects": objects,
         "types": status["types"], "consistent": status["consistent"], "ingest_s": ingest_seconds,
         "docs_per_s": size / ingest_seconds, "objects_per_s": objects / ingest_seconds,
-        "first_tenth_docs_per_s": first["documents"] / first["seconds"],
-        "last_tenth_docs_per_s": last["documents"] / last["seconds"],
-        "first_tenth_kb_per_s": first["bytes"] / 1024 / first["seconds"],
-        "last_tenth_kb_per_s": last["bytes"] / 1024 / last["seconds"],
+        # a resumed slice's seconds cover only what was left of it: no throughput from it
+        "first_tenth_docs_per_s": None if first["resumed"] else first["documents"] / first["seconds"],
+        "last_tenth_docs_per_s": None if last["resumed"] else last["documents"] / last["seconds"],
+        "first_tenth_kb_per_s": None if first["resumed"] else first["bytes"] / 1024 / first["seconds"],
+        "last_tenth_kb_per_s": None if last["resumed"] else last["bytes"] / 1024 / last["seconds"],
         "resumed": [s["slice"] + 1 for s in slices if s.get("resumed")] + (["cycle"] if cycle["resumed"] else []),
         "slices": slices, "evolve_s": cycle["seconds"], "evolve_ok": cycle["ok"],
-        "evolve_failures": cycle["failures"], "build_rss_mb": progress["rss_mb"],
+        "evolve_failures": cycle["failures"], "build_rss_mb": rss,
     }
 
 
@@ -301,7 +336,10 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
         else:
             if exists:
                 raise SystemExit(f"{settings.memory_bank_dir} exists: pass --reuse or another --root")
-            progress.unlink(missing_ok=True)  # a record without its bank describes nothing
+            for stale in (progress, saved, progress.with_name(f"rss-{size}.json")):  # records without their bank
+                stale.unlink(missing_ok=True)
+            if Path(settings.kbmd_dir).exists():  # a corpus left without its bank: slice 1 would ingest all of it
+                shutil.rmtree(settings.kbmd_dir)
             row = build(size, settings, passages, mode, progress)
             saved.write_text(json.dumps(row, indent=1))
         row.update(measure(size, settings, questions))
@@ -353,7 +391,10 @@ def print_targets(rows: list[dict]) -> None:
     print(f"- recall p50 growth {smallest['size']:,} -> {largest['size']:,}: "
           f"{'-' if growth is None else f'{growth:.2f}x'} (< 2x): {verdict(None if growth is None else growth < 2)}")
     for r in rows:
-        if r.get("first_tenth_docs_per_s"):
+        if r.get("resumed") and not (r.get("first_tenth_docs_per_s") and r.get("last_tenth_docs_per_s")):
+            print(f"- last/first tenth ingest throughput at {r['size']:,}: n/a (the first or last slice was "
+                  f"resumed after a stop: {', '.join(map(str, r['resumed']))})")
+        elif r.get("first_tenth_docs_per_s"):
             ratio = r["last_tenth_docs_per_s"] / r["first_tenth_docs_per_s"]
             resumed = f"; resumed after a stop: {', '.join(map(str, r['resumed']))}" if r.get("resumed") else ""
             print(f"- last/first tenth ingest throughput at {r['size']:,} ({r['mode']}{resumed}): {ratio:.2f} "
