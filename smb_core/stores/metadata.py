@@ -229,12 +229,14 @@ class _ReadOnlyAttachments:
 
     def shutdown(self) -> None:
         """Stop the watcher and close the instance; registered with `atexit` (see the class docstring)."""
+        if self._pid != os.getpid():  # a forked child: the thread and instance are the parent's, and
+            return  # the lock may have been held by a parent thread at the fork
         self._stopping.set()
-        watcher = self._watcher
-        if watcher is not None and self._pid == os.getpid():
+        watcher = self._watcher  # the thread clears the attribute when it leaves
+        if watcher is not None:
             watcher.join()
         with self._lock:
-            if self._instance is not None and self._pid == os.getpid():
+            if self._instance is not None:
                 self._instance.close()
             self._instance, self._sessions, self._stamps, self._idle, self._watcher = None, {}, {}, {}, None
 
