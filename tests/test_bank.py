@@ -572,6 +572,26 @@ def test_writing_embeds_only_the_texts_whose_vector_is_not_stored_yet(bank: Bank
     assert bank.vectors.count() == 3 and bank.check_consistency()["consistent"] is True
 
 
+def test_vectors_embedded_before_a_session_are_checked_again_inside_it(bank: Bank, monkeypatch):
+    """A cycle embeds the texts Chroma lacks before it takes the lock, then writes inside its session
+    with those vectors. A vector it saw as stored may be gone by then (another writer deleted it when
+    its last object changed text): write embeds that text under the lock, so no object is left
+    pointing at no vector, and embeds nothing else again."""
+    bank.write([_entity("ent-lisbon", "Lisbon", "src-1")])
+    objects = [_entity("ent-lisbon-2", "Lisbon", "src-2"), _entity("ent-oslo", "Oslo", "src-3")]
+    vectors = bank.embed_new_texts(objects)
+    assert list(vectors) == [vector_key("Oslo")]
+    bank.vectors.delete([vector_key("Lisbon")])  # between the embedding and the session
+    embedded: list[str] = []
+    real_embed = bank.embedder.embed
+    monkeypatch.setattr(bank.embedder, "embed", lambda texts: embedded.extend(texts) or real_embed(texts))
+    with bank.writing():
+        bank.write(objects, vectors=vectors)
+    assert embedded == ["Lisbon"]
+    assert float(bank.vectors_of(["ent-lisbon"])["ent-lisbon"] @ real_embed(["Lisbon"])[0]) > 0.9999
+    assert bank.vectors.count() == 2 and bank.check_consistency()["consistent"] is True
+
+
 def test_writing_nothing_opens_no_write_session(bank: Bank, monkeypatch):
     bank.write([_entity("ent-oslo", "Oslo", "src-4"), _entity("ent-bergen", "Bergen", "src-5")])
     sessions: list[int] = []
