@@ -218,8 +218,9 @@ class Bank:
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
               vectors: Mapping[str, np.ndarray] | None = None) -> None:
         """Put objects (and edges) into all four stores with shared ids. Embeds the texts Chroma lacks
-        before taking the lock, unless the caller passes `vectors` ({vector key: vector}, from
-        `embed_new_texts` or `embed_objects`); a text still lacking one is embedded under the lock."""
+        before taking the lock (inside a caller's session, the lock is already held: such a caller
+        embeds first and passes `vectors`, {vector key: vector}, from `embed_new_texts` or
+        `embed_objects`); a text still lacking a vector once the lock is held is embedded then."""
         for obj in objects:
             if isinstance(obj, SourceDocument) or obj.layer == 0:
                 raise LayerZeroImmutableError("layer-0 documents are added with add_sources, never written")
