@@ -50,6 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_2wiki, peak_rss_mb, percentile, slug  # noqa: E402
 from generate import generate_document, generated_questions  # noqa: E402
 
+from smb_core.fsutil import atomic_write_text  # noqa: E402
+
 SEED = 0
 SLICES = 10
 PASSAGES = 6119
@@ -168,9 +170,7 @@ def load_progress(path: Path) -> dict:
 
 def save_progress(path: Path, progress: dict) -> None:
     """Atomically, so that a run killed while saving leaves the previous record."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(progress, indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(progress, indent=1))
 
 
 def record_peak_rss(path: Path, every_s: float = 10.0) -> threading.Event:
@@ -181,9 +181,7 @@ def record_peak_rss(path: Path, every_s: float = 10.0) -> threading.Event:
     def sample() -> None:
         while True:
             earlier = json.loads(path.read_text())["rss_mb"] if path.exists() else 0.0
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(json.dumps({"rss_mb": max(earlier, peak_rss_mb())}))
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps({"rss_mb": max(earlier, peak_rss_mb())}))
             if stop.wait(every_s):
                 return
 

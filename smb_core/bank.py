@@ -246,13 +246,15 @@ class Bank:
         that writes inside its own session embeds with this first, outside the lock. A cycle rewrites
         many objects whose text is unchanged (a canonical entity given new members: 212 of the 371
         texts an incremental cycle wrote on the 3,000-passage bank); embedding those again was wasted."""
-        text_of = self._texts_without_vector(objects)
-        return dict(zip(text_of, self.embedder.embed(list(text_of.values()))))
+        return self._embed(self._texts_without_vector(objects))
 
     def embed_objects(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
         """{vector key: vector} of all the objects' texts, for `write`, without asking Chroma
         (thread-safe, no lock: ingest embeds one batch while it writes the previous one)."""
-        text_of = _text_by_key(objects)
+        return self._embed(_text_by_key(objects))
+
+    def _embed(self, text_of: Mapping[str, str]) -> dict[str, np.ndarray]:
+        """{vector key: vector} for {vector key: text}."""
         return dict(zip(text_of, self.embedder.embed(list(text_of.values()))))
 
     def _texts_without_vector(self, objects: Sequence[MemoryObject]) -> dict[str, str]:
@@ -367,8 +369,7 @@ class Bank:
         if not new:
             return
         found = {key: vectors[key] for key in new if vectors and key in vectors}
-        lacking = [key for key in new if key not in found]
-        found.update(zip(lacking, self.embedder.embed([new[key] for key in lacking])))
+        found.update(self._embed({key: text for key, text in new.items() if key not in found}))
         self.vectors.upsert(list(new), np.stack([found[key] for key in new]))
 
     def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject]) -> None:
@@ -433,8 +434,9 @@ class Bank:
             return
         where, params = id_filter("embedding_id", sorted(self._vectors_maybe_unused))
         used = {r[0] for r in db.sql(f"SELECT DISTINCT embedding_id FROM objects WHERE {where}", params)}
-        if self._vectors_maybe_unused - used:
-            self.vectors.delete(sorted(self._vectors_maybe_unused - used))
+        unused = self._vectors_maybe_unused - used
+        if unused:
+            self.vectors.delete(sorted(unused))
 
     # ---- layer-0 bookkeeping --------------------------------------------------------------
 
