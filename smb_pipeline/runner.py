@@ -121,19 +121,23 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
 
 def run_evolve(settings: Settings, instance: dg.DagsterInstance | None = None,
                log_level: str = "WARNING") -> tuple[str, RunReport]:
-    """Start the next evolution cycle and run it in-process; returns the cycle key and the run."""
+    """Start the next evolution cycle (or resume one whose run died, at its first layer not done) and
+    run it in-process; returns the cycle key and the run."""
     from smb_core.bank import Bank
     from smb_core.evolve.cycle import next_cycle_key
     from smb_pipeline.definitions import defs
+    from smb_pipeline.defs.evolve.assets import layers_to_run
     from smb_pipeline.defs.partitions import cycles
 
     use_compact_planned_events()
     instance = instance or instance_for(settings.memory_bank_dir)
-    key = next_cycle_key(Bank(settings=settings))
+    bank = Bank(settings=settings)
+    key = next_cycle_key(bank)
     if not instance.has_dynamic_partition(cycles.name, key):
         instance.add_dynamic_partitions(cycles.name, [key])
     result = defs().resolve_job_def("evolve").execute_in_process(
-        instance=instance, partition_key=key, run_config=_run_config(settings, log_level), raise_on_error=False,
+        instance=instance, partition_key=key, asset_selection=layers_to_run(bank, key),
+        run_config=_run_config(settings, log_level), raise_on_error=False,
     )
     report = RunReport(run_ids=[result.run_id])
     if not result.success:
@@ -156,5 +160,7 @@ def _failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error
+            while error is not None and error.cause is not None:  # Dagster's wrapper says less than its cause
+                error = error.cause
             messages.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
     return messages or [f"run {result.run_id} failed"]

@@ -12,7 +12,8 @@ from smb_core.bank import Bank
 from smb_core.corpus import scan
 from smb_core.evolve import merge, semantic, split, taxonomy
 from smb_core.evolve.contexts import context_vectors
-from smb_core.evolve.cycle import new_object_ids, next_cycle_key, open_cycle, pending_source_count, retire_stale
+from smb_core.evolve.cycle import (finish_layer, new_object_ids, next_cycle_key, open_cycle, pending_source_count,
+                                   retire_stale)
 from smb_core.extract.base import blocking_keys, partner_keys
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, member_list_mismatches, unresolved_merges
@@ -724,6 +725,81 @@ def test_evolve_job_runs_a_cycle_and_is_idempotent(tmp_path: Path, sample_corpus
         again = job.execute_in_process(instance=instance, partition_key=key, run_config=_run_config(settings, "ERROR"))
         assert again.success
         assert bank.status()["types"] == status["types"]
+
+
+def test_a_cycle_whose_run_died_resumes_at_its_first_layer_not_done(bank: Bank, settings, monkeypatch) -> None:
+    from smb_core.evolve import synthetic as synthetic_phase
+    from smb_pipeline.runner import run_evolve, run_ingest
+
+    def materialized(instance, run_id: str) -> list[str]:
+        return [r.event_log_entry.dagster_event.asset_key.to_user_string()
+                for r in instance.get_records_for_run(run_id).records
+                if r.event_log_entry.dagster_event and r.event_log_entry.dagster_event.is_step_materialization]
+
+    for name, text in DOCS.items():
+        write_doc(settings.kbmd_dir, name, text)
+    with dg.instance_for_test() as instance:
+        assert run_ingest(settings, instance=instance).success
+        real_run = synthetic_phase.run
+        monkeypatch.setattr(synthetic_phase, "run", lambda *a: (_ for _ in ()).throw(RuntimeError("power cut")))
+        key, died = run_evolve(settings, instance=instance)
+        assert not died.success and "power cut" in died.failures[0]
+        assert materialized(instance, died.run_ids[0]) == ["semantic", "reflective"]
+        with bank.reading() as db:
+            canonical = db.sql("SELECT count(*) FROM objects WHERE type = 'canonical_entity'")[0][0]
+        monkeypatch.setattr(synthetic_phase, "run", real_run)
+
+        again, resumed = run_evolve(settings, instance=instance)
+        assert again == key and resumed.success, resumed.failures
+        assert materialized(instance, resumed.run_ids[0]) == ["synthetic", "narrative", "executive"]
+        with bank.reading() as db:
+            assert db.sql("SELECT count(*) FROM objects WHERE type = 'canonical_entity'")[0][0] == canonical > 0
+            assert db.sql("SELECT finished IS NOT NULL FROM cycles WHERE key = ?", [key])[0][0]
+
+        following, full = run_evolve(settings, instance=instance)  # a new cycle runs every layer
+        assert following == "cycle-00002" and full.success
+        assert materialized(instance, full.run_ids[0]) == ["semantic", "reflective", "synthetic", "narrative",
+                                                          "executive"]
+
+
+def test_the_sensor_starts_a_cycle_once_enough_documents_wait_and_the_schedule_resumes_a_died_one(
+        bank: Bank, settings, monkeypatch) -> None:
+    from smb_core.settings import get_settings
+    from smb_pipeline.defs.evolve.automation import evolution_schedule, new_documents_sensor
+    from smb_pipeline.defs.resources import MemoryBankResource
+
+    monkeypatch.setenv("SMB_EVOLUTION_MIN_NEW_DOCS", "4")
+    get_settings.cache_clear()  # and again at the end
+    resource = MemoryBankResource(bank_dir=str(settings.memory_bank_dir), kbmd_dir=str(settings.kbmd_dir))
+    for name, text in list(DOCS.items())[:3]:
+        write_doc(settings.kbmd_dir, name, text)
+    _ingest(bank, settings.kbmd_dir)
+    with dg.instance_for_test() as instance:
+        def tick():
+            return new_documents_sensor(dg.build_sensor_context(instance=instance, resources={"bank": resource}))
+
+        def scheduled():
+            return evolution_schedule(dg.build_schedule_context(instance=instance, resources={"bank": resource}))
+
+        assert isinstance(tick(), dg.SkipReason) and "3 new documents, waiting for 4" in tick().skip_message
+        write_doc(settings.kbmd_dir, "release.md", DOCS["release.md"])
+        _ingest(bank, settings.kbmd_dir)
+        request = tick()
+        assert request.partition_key == "cycle-00001" and instance.has_dynamic_partition("cycles", "cycle-00001")
+        assert [k.to_user_string() for k in request.asset_selection] == [
+            "semantic", "reflective", "synthetic", "narrative", "executive"]
+
+        cycle = open_cycle(bank, "cycle-00001", "run-that-died")  # its run got through two layers
+        finish_layer(bank, cycle, "semantic")
+        finish_layer(bank, cycle, "reflective")
+        assert "0 new documents" in tick().skip_message  # the cycle took them: the schedule resumes it
+        request = scheduled()
+        assert request.partition_key == "cycle-00001"
+        assert [k.to_user_string() for k in request.asset_selection] == ["synthetic", "narrative", "executive"]
+
+        instance.add_run(dg.DagsterRun(job_name="evolve", run_id="a-running-cycle", status=dg.DagsterRunStatus.STARTED))
+        assert scheduled().skip_message == "a cycle is already running"
+    get_settings.cache_clear()
 
 
 def test_an_unfinished_cycle_is_run_again_before_a_new_one(evolved) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import duckdb
+
 from smb_core.bank import Bank
 from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
 from smb_core.stores.metadata import id_filter
@@ -111,6 +113,25 @@ def _global_passes_due(db, new_documents: int) -> bool:
     bank_size = db.sql("SELECT count(*) FROM sources WHERE status = 'active'")[0][0]
     return (cycles_since + 1 >= GLOBAL_REFRESH_CYCLES
             or documents_since + new_documents >= GLOBAL_REFRESH_SHARE * max(bank_size, 1))
+
+
+def finish_layer(bank: Bank, cycle: Cycle, layer: str) -> None:
+    """Record that `layer` of the cycle is done, so that a run of the same cycle after one that died
+    starts at the first layer not done (`layers_done`) instead of redoing an hour of finished layers."""
+    with bank.writing() as db:
+        db.con.execute("INSERT OR REPLACE INTO cycle_layers VALUES (?, ?, ?, ?)", [cycle.key, layer, cycle.run_id, utcnow()])
+
+
+def layers_done(bank: Bank, key: str) -> set[str]:
+    """The layers of cycle `key` already done, if it started and did not finish; otherwise none (a new
+    cycle, or a finished one materialized again, runs every layer)."""
+    with bank.reading() as db:
+        if not db.sql("SELECT 1 FROM cycles WHERE key = ? AND finished IS NULL", [key]):
+            return set()
+        try:
+            return {r[0] for r in db.sql("SELECT layer FROM cycle_layers WHERE cycle = ?", [key])}
+        except duckdb.CatalogException:  # a bank last written before layers were recorded
+            return set()
 
 
 def finish_cycle(bank: Bank, cycle: Cycle) -> None:

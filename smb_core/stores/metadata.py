@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS cycles (
     counts JSON
 );
 ALTER TABLE cycles ADD COLUMN IF NOT EXISTS global_passes BOOLEAN;
+CREATE TABLE IF NOT EXISTS cycle_layers (
+    cycle VARCHAR NOT NULL, layer VARCHAR NOT NULL, run_id VARCHAR, finished TIMESTAMPTZ, PRIMARY KEY (cycle, layer)
+);
 CREATE TABLE IF NOT EXISTS cycle_sources (
     cycle VARCHAR NOT NULL, source_id VARCHAR NOT NULL, partition_key VARCHAR, sha256 VARCHAR
 );

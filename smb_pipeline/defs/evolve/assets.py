@@ -13,7 +13,7 @@ from smb_core.evolve import narrative as narrative_phase
 from smb_core.evolve import reflective as reflective_phase
 from smb_core.evolve import semantic as semantic_phase
 from smb_core.evolve import synthetic as synthetic_phase
-from smb_core.evolve.cycle import Cycle, PhaseResult, finish_cycle, open_cycle
+from smb_core.evolve.cycle import Cycle, PhaseResult, finish_cycle, finish_layer, layers_done, open_cycle
 from smb_pipeline.defs.ingest.assets import POOL, extracted
 from smb_pipeline.defs.partitions import cycles
 from smb_pipeline.defs.resources import MemoryBankResource
@@ -27,6 +27,8 @@ def _run_phase(context: dg.AssetExecutionContext, bank: MemoryBankResource, titl
     memory = bank.open()
     cycle = open_cycle(memory, context.partition_key, context.run.run_id)
     result = phase(memory, cycle)
+    if context.asset_key != executive.key:  # the last layer finishes the cycle itself
+        finish_layer(memory, cycle, context.asset_key.to_user_string())
     digest = f"### Cycle {cycle.key}: {title}\n\n" + ("\n".join(result.summary) or "_no changes_")
     return memory, cycle, dg.MaterializeResult(metadata={**result.counts, "summary": dg.MetadataValue.md(digest)})
 
@@ -76,7 +78,19 @@ def executive(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg
     return result
 
 
+#: The cycle's layers in the order the job runs them.
+LAYERS = [semantic, reflective, synthetic, narrative, executive]
+
+
+def layers_to_run(bank: Bank, key: str) -> list[dg.AssetKey]:
+    """The layers a run of cycle `key` must materialize: all of them, except that a cycle whose last run
+    died resumes at its first layer not done (those before it stand; redoing them could take an hour)."""
+    done = layers_done(bank, key)
+    first = next((n for n, layer in enumerate(LAYERS) if layer.key.to_user_string() not in done), len(LAYERS) - 1)
+    return [layer.key for layer in LAYERS[first:]]
+
+
 evolve_job = dg.define_asset_job(
-    "evolve", selection=[semantic, reflective, synthetic, narrative, executive], partitions_def=cycles,
+    "evolve", selection=LAYERS, partitions_def=cycles,
     tags=WRITER_TAG, description="One evolution cycle over the documents ingested since the previous cycle.",
 )

@@ -4,7 +4,7 @@ import dagster as dg
 
 from smb_core.evolve.cycle import next_cycle_key, pending_source_count
 from smb_core.settings import get_settings
-from smb_pipeline.defs.evolve.assets import evolve_job
+from smb_pipeline.defs.evolve.assets import evolve_job, layers_to_run
 from smb_pipeline.defs.partitions import cycles
 from smb_pipeline.defs.resources import MemoryBankResource
 
@@ -25,10 +25,12 @@ def _start_cycle(instance: dg.DagsterInstance, bank: MemoryBankResource, reason:
         dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]), limit=1)
     if running:
         return None  # never two cycles at once
-    key = next_cycle_key(bank.open())
+    memory = bank.open()
+    key = next_cycle_key(memory)
     if not instance.has_dynamic_partition(cycles.name, key):
         instance.add_dynamic_partitions(cycles.name, [key])
-    return dg.RunRequest(run_key=None, partition_key=key, tags={"smb/trigger": reason})
+    return dg.RunRequest(run_key=None, partition_key=key, asset_selection=layers_to_run(memory, key),
+                         tags={"smb/trigger": reason})
 
 
 @dg.schedule(job=evolve_job, cron_schedule=interval_cron(get_settings().evolution_interval_seconds),
