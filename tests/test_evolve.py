@@ -776,10 +776,12 @@ def test_the_sensor_starts_a_cycle_once_enough_documents_wait_and_the_schedule_r
     _ingest(bank, settings.kbmd_dir)
     with dg.instance_for_test() as instance:
         def tick():
-            return new_documents_sensor(dg.build_sensor_context(instance=instance, resources={"bank": resource}))
+            with dg.build_sensor_context(instance=instance, resources={"bank": resource}) as context:
+                return new_documents_sensor(context)
 
-        def scheduled():
-            return evolution_schedule(dg.build_schedule_context(instance=instance, resources={"bank": resource}))
+        def scheduled():  # (a schedule context opens its own instance: left open, it outlives this test)
+            with dg.build_schedule_context(instance=instance, resources={"bank": resource}) as context:
+                return evolution_schedule(context)
 
         assert isinstance(tick(), dg.SkipReason) and "3 new documents, waiting for 4" in tick().skip_message
         write_doc(settings.kbmd_dir, "release.md", DOCS["release.md"])
