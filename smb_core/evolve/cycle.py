@@ -119,7 +119,8 @@ def finish_layer(bank: Bank, cycle: Cycle, layer: str) -> None:
     """Record that `layer` of the cycle is done, so that a run of the same cycle after one that died
     starts at the first layer not done (`layers_done`) instead of redoing an hour of finished layers."""
     with bank.writing() as db:
-        db.con.execute("INSERT OR REPLACE INTO cycle_layers VALUES (?, ?, ?, ?)", [cycle.key, layer, cycle.run_id, utcnow()])
+        db.con.execute("INSERT OR REPLACE INTO cycle_layers VALUES (?, ?, ?, ?)",
+                       [cycle.key, layer, cycle.run_id, utcnow()])
 
 
 def layers_done(bank: Bank, key: str) -> set[str]:
