@@ -142,19 +142,6 @@ def test_judge_leaves_compatible_statements_alone(kind, a, b):
     assert judge(b, a) is None
 
 
-def test_parsing_in_two_worker_processes_gives_the_same_verdicts(monkeypatch):
-    from smb_core.evolve.contradictions import sentences
-
-    pairs = [(a, b) for _, a, b in CONTRADICTIONS[:6] + COMPATIBLE[:6]]
-    expected = [judge(a, b) for a, b in pairs]
-    monkeypatch.setattr(sentences, "_CACHE", {})
-    monkeypatch.setattr(sentences, "PARALLEL_PARSE", 2)  # forks two spaCy workers for these texts
-    sentences._analyse_many(t for pair in pairs for t in pair)
-    assert len(sentences._CACHE) == len({t for pair in pairs for t in pair})
-    assert [judge(a, b) for a, b in pairs] == expected
-    assert sum(v is not None for v in expected) == 6
-
-
 def test_parses_stored_in_the_bank_give_the_same_verdicts_and_are_not_parsed_again(bank, monkeypatch):
     from smb_core.evolve import parses
     from smb_core.evolve.contradictions import sentences

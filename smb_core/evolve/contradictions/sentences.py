@@ -12,7 +12,6 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import itertools
-import os
 import re
 import threading
 from collections.abc import Iterable
@@ -196,9 +195,6 @@ _CACHE: dict[str, _Sentence] = {}
 #: bank judges pairs among about 28,000 distinct sentences and the next chunk shares few of them, so a
 #: larger cache buys little: this one holds a few chunks' worth.
 _CACHE_LIMIT = 100_000
-#: From this many texts on, two processes parse them (forked: 1.5x faster on two cores, measured on
-#: 4,000 claims); fewer are not worth starting the workers for.
-PARALLEL_PARSE = 2000
 _NO_TENSOR = np.zeros((0, 0), dtype="float32")
 
 
@@ -210,9 +206,10 @@ def _analyse_many(texts: Iterable[str], keep: int = 0) -> dict:
     todo = list(dict.fromkeys(t for t in texts if t not in _CACHE))
     if not todo:
         return {}
-    nlp = load_spacy()
-    workers = 2 if len(todo) >= PARALLEL_PARSE and (os.cpu_count() or 1) >= 2 else 1
-    docs = dict(zip(todo, nlp.pipe(todo, batch_size=256, n_process=workers)))
+    # One process: spaCy's worker processes (n_process=2) were 1.45x slower on two cores (8,000 claims:
+    # 17 s against 11.6 s), as each Doc they send back is unpacked by srsly, which looks its msgpack
+    # extensions up in the installed packages' entry points every time.
+    docs = dict(zip(todo, load_spacy().pipe(todo, batch_size=256)))
     for doc in docs.values():  # no rule reads the tok2vec tensor: ~10 KB per sentence held for nothing
         doc.tensor = _NO_TENSOR
     _remember(docs, keep)
