@@ -53,7 +53,7 @@ class Bank:
         self.root = Path(root or self.settings.memory_bank_dir).resolve()
         self.markdown = MarkdownStore(self.root)
         self.vectors = VectorStore(self.root / "chroma", self.settings.chroma_host, self.settings.chroma_port)
-        self.graph = GraphStore(self.root / "graph")
+        self.graph = GraphStore(self.root / "graph", memory_limit=self.settings.duckdb_memory_limit)
         self.lock = BankLock(self.root / ".lock", timeout=self.settings.lock_timeout_seconds)
         self._embedder = embedder
         self._generation_seen: str | None = None
@@ -483,7 +483,6 @@ class Bank:
             types = db.count_by_type()
             active = db.count_by_type(status="active")
             waiting = db.contradiction_backlog_size()
-        graph = self.graph.ensure_loaded()
         return {
             "bank": str(self.root),
             "documents": documents[0],
@@ -497,8 +496,8 @@ class Bank:
                 "duckdb": report["duckdb_rows"],
                 "chroma": report["chroma_vectors"],  # one vector per distinct text:
                 "texts": report["distinct_texts"],
-                "graph_nodes": graph.number_of_nodes(),
-                "graph_edges": graph.number_of_edges(),
+                "graph_nodes": report["graph_nodes"],
+                "graph_edges": report["graph_edges"],
             },
             "consistent": report["consistent"],
         }
@@ -516,8 +515,6 @@ class Bank:
             ids = [r[0] for r in rows]
             found = set(ids)
             missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
-            if object_ids is None:
-                graph = self.graph.ensure_loaded()  # every node: read the whole graph at once
             absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
             missing_nodes = [r[0] for r in rows if r[2] in absent]
             keys = sorted({r[3] for r in rows if r[3]})
@@ -538,12 +535,12 @@ class Bank:
                 report["distinct_texts"] = len(keys)
                 # vectors of texts no object has (a writer died between Chroma and DuckDB): harmless to recall
                 report["unused_vectors"] = max(0, report["chroma_vectors"] - len(keys))
-                report["graph_edges"] = graph.number_of_edges()
+                report["graph_nodes"], report["graph_edges"] = self.graph.counts()
                 report["duckdb_edges"] = edge_rows
                 report["consistent"] = (
                     not (missing_files or missing_vectors or missing_nodes)
                     and report["markdown_files"] == len(ids)
-                    and graph.number_of_edges() == edge_rows
+                    and report["graph_edges"] == edge_rows
                 )
             else:
                 report["consistent"] = not (missing_files or missing_vectors or missing_nodes

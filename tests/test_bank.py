@@ -102,8 +102,11 @@ def test_a_check_of_new_objects_reads_the_graph_log_and_still_finds_a_lost_node(
     assert fresh.check_consistency(ids)["consistent"] is True
     assert not fresh.graph._loaded  # its nodes were found at the end of the graph's log
 
-    bank.graph.ensure_loaded().remove_node("ent-okafor")  # lost from the graph
-    bank.graph.compact()  # the others are now in the snapshot only
+    bank.graph.compact()  # all are now in the snapshot only; then one node is lost from it
+    snapshot, damaged = bank.graph.snapshot_path, bank.graph.snapshot_path.with_name("damaged.parquet")
+    duckdb.execute(f"COPY (SELECT * FROM read_parquet('{snapshot}') "
+                   f"WHERE 'ent-okafor' NOT IN (head, coalesce(tail, ''))) TO '{damaged}' (FORMAT parquet)")
+    damaged.replace(snapshot)
     report = Bank(settings=bank.settings).check_consistency(ids)
     assert report["consistent"] is False and report["missing_graph_nodes"] == ["ent-okafor"]
 

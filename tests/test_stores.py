@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
+import random
 import subprocess
 import sys
 import time
@@ -169,7 +171,8 @@ def test_graph_append_by_a_process_that_has_not_read_it_does_not_load_it(tmp_pat
     assert writer.stats()["edges"] == 5
 
 
-def test_graph_missing_nodes_reads_the_log_back_before_loading_the_snapshot(tmp_path: Path, monkeypatch):
+def test_graph_missing_nodes_reads_the_log_back_then_queries_the_snapshot_without_loading_it(tmp_path: Path,
+                                                                                              monkeypatch):
     directory = tmp_path / "graph"
     _small_graph(directory).compact()  # a..f are in the snapshot only
     writer = GraphStore(directory)
@@ -183,8 +186,9 @@ def test_graph_missing_nodes_reads_the_log_back_before_loading_the_snapshot(tmp_
     assert reader.missing_nodes(["n299-2", "n0-0", "n150-1"]) == set()
     assert not reader._loaded  # found in the log: the snapshot was not read
     assert reader.missing_nodes(["n7-1", "a", "torn", "nowhere"]) == {"torn", "nowhere"}
-    assert reader._loaded  # "a" is only in the snapshot; the torn line never counts
+    assert not reader._loaded  # "a" is only in the snapshot, found there by DuckDB; a torn line never counts
     assert reader.missing_nodes(["f", "n3-0", "zzz"]) == {"zzz"}
+    assert reader.ensure_loaded().has_node("a") and reader.missing_nodes(["a", "zzz"]) == {"zzz"}
 
 
 def test_graph_compaction_keeps_everything_and_readers_catch_up(tmp_path: Path):
@@ -201,6 +205,77 @@ def test_graph_compaction_keeps_everything_and_readers_catch_up(tmp_path: Path):
                                              "components": before["components"] + 1}
     assert reader.has_node("z")  # the reader notices the new log file and reloads from the snapshot
     assert reader.stats()["edges"] == 3 and not reader.ensure_loaded().has_edge("a", "e")
+
+
+def _random_batches(seed: int, count: int) -> list[dict]:
+    """Write batches that update node attributes, add, remove and add edges again, and name nodes only
+    through edges: everything the snapshot's fold has to get right."""
+    rng = random.Random(seed)
+    nodes = [f"n{i}" for i in range(12)]
+    unnamed = [f"x{i}" for i in range(4)]  # never written as nodes: only an edge's tail
+    types = ["claim", "concept", "entity", "insight"]
+    batches = []
+    for _ in range(count):
+        batches.append({
+            "n": [(rng.choice(nodes), {"type": rng.choice(types), **({"title": f"t{rng.random():.3f}"}
+                                                                     if rng.random() < 0.5 else {})})
+                  for _ in range(rng.randint(0, 4))],
+            "e": [(rng.choice(nodes), rng.choice(nodes + unnamed), f"k{rng.randint(0, 3)}",
+                   {"edge_type": rng.choice(["supports", "extends"]), "weight": rng.randint(1, 9) / 10})
+                  for _ in range(rng.randint(0, 4))],
+            "r": [(rng.choice(nodes), rng.choice(nodes + unnamed), f"k{rng.randint(0, 3)}")
+                  for _ in range(rng.randint(0, 3))],
+        })
+    return batches
+
+
+def _as_data(graph) -> tuple[dict, dict]:
+    return dict(graph.nodes(data=True)), {(h, t, k): a for h, t, k, a in graph.edges(keys=True, data=True)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_graph_snapshot_folded_by_duckdb_equals_replaying_every_write(tmp_path: Path, seed: int):
+    reference = GraphStore(tmp_path / "reference")  # networkx replaying the writes in memory
+    reference._loaded = True
+    store = GraphStore(tmp_path / "graph")
+    for number, batch in enumerate(_random_batches(seed, 120)):
+        reference._apply({"n": [[n, a] for n, a in batch["n"]], "e": [[*e] for e in batch["e"]],
+                          "r": [[*r] for r in batch["r"]]})
+        if number % 2:  # one log line: its nodes, then its edges, then its removals
+            store.append(nodes=batch["n"], edges=batch["e"], remove_edges=batch["r"])
+        else:
+            store.append(nodes=batch["n"], edges=batch["e"])
+            store.append(remove_edges=batch["r"])
+        if number % 37 == 36:
+            store.compact()  # folds the log into the snapshot of the compactions before
+    last = {"n": [], "e": [["n0", "n1", "k9", _edge("supports")]], "r": [["n0", "n1", "k9"]]}  # added, then removed
+    reference._apply(last)
+    store.append(edges=[tuple(last["e"][0])], remove_edges=[tuple(last["r"][0])])
+    assert not store._loaded and store.snapshot_path.exists() and store.log_path.stat().st_size > 0
+    expected = _as_data(reference.graph)
+    assert GraphStore(tmp_path / "graph").counts() == (len(expected[0]), len(expected[1]))
+    assert _as_data(GraphStore(tmp_path / "graph").ensure_loaded()) == expected
+    store.compact()
+    assert store.log_path.stat().st_size == 0
+    fresh = GraphStore(tmp_path / "graph")
+    assert fresh.counts() == (len(expected[0]), len(expected[1])) and not fresh._loaded
+    assert _as_data(fresh.ensure_loaded()) == expected
+
+
+def test_graph_from_a_pickled_snapshot_is_read_and_folded_into_parquet(tmp_path: Path):
+    """Banks made before the Parquet snapshot keep their graph: read as before, converted on compaction."""
+    directory = tmp_path / "graph"
+    old = _small_graph(directory)
+    old.ensure_loaded()
+    (directory / "graph.pickle").write_bytes(pickle.dumps(old.graph))
+    (directory / "graph.log").write_bytes(b"")
+    GraphStore(directory).append(nodes=[("g", _node("concept"))], remove_edges=[("a", "e", "e4")])
+    expected = _as_data(GraphStore(directory).ensure_loaded())
+    assert "g" in expected[0] and ("a", "b", "e1") in expected[1] and ("a", "e", "e4") not in expected[1]
+    assert GraphStore(directory).counts() == (7, 3)
+    GraphStore(directory).compact()
+    assert not (directory / "graph.pickle").exists() and (directory / "graph.parquet").exists()
+    assert _as_data(GraphStore(directory).ensure_loaded()) == expected
 
 
 def test_graph_compacts_by_itself_when_the_log_outgrows_the_snapshot(tmp_path: Path):

@@ -1,10 +1,11 @@
 """The typed knowledge graph: a networkx MultiDiGraph persisted as a snapshot plus an append-only log.
 
 Appending one JSON line per write batch keeps writes proportional to the batch (not to the graph), and
-a process that has not read the graph (an ingest run, an incremental cycle) appends without loading it;
-a torn last line from a crashed writer is simply ignored. When the log outgrows the snapshot,
-a writer folds it into a new snapshot (atomic rename). Replaying is idempotent, so a crash between
-the two steps loses nothing. Readers catch up by replaying only the lines they have not seen.
+a process that has not read the graph (an ingest run, an evolution cycle) appends without loading it;
+a torn last line from a crashed writer is simply ignored. When the log outgrows the snapshot, a writer
+has DuckDB fold it into a new snapshot (graph_snapshot.py: atomic rename, and no networkx graph in the
+writer). Replaying is idempotent, so a crash between the two steps loses nothing. Readers catch up by
+replaying only the lines they have not seen.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import tempfile
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +24,21 @@ import networkx as nx
 
 from smb_core.fsutil import atomic_write_bytes
 from smb_core.model import EdgeType, NodeType, edge_type, node_type
+from smb_core.stores import graph_snapshot
+
+#: The log is folded into the snapshot once it is this many times the snapshot's size. The Parquet
+#: snapshot is compressed: the same graph as log lines takes about 7.5 times its bytes (bench/graph.py),
+#: so this folds about as often as the pickled snapshot did (when the log outgrew it).
+SNAPSHOT_TO_LOG = 8
 
 
 class GraphStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, memory_limit: str | None = None) -> None:
         self.directory = directory
-        self.snapshot_path = directory / "graph.pickle"
+        self.snapshot_path = directory / "graph.parquet"
+        self.legacy_snapshot_path = directory / "graph.pickle"  # banks made before the Parquet snapshot
         self.log_path = directory / "graph.log"
+        self.memory_limit = memory_limit  # of DuckDB when it folds or reads the snapshot
         self.graph = nx.MultiDiGraph()
         self._loaded = False
         self._log_offset = 0
@@ -43,18 +54,24 @@ class GraphStore:
         return self.graph
 
     def _load_snapshot(self) -> None:
+        """Read the snapshot; the log's inode is taken first, so that a compaction that replaces both
+        while we read is noticed by `_replay_log` (which then reads them again)."""
+        self._log_inode = _inode(self.log_path)
         self.graph = nx.MultiDiGraph()
         if self.snapshot_path.exists():
-            with self.snapshot_path.open("rb") as handle:
+            graph_snapshot.read_snapshot(self.snapshot_path, self.graph, self.memory_limit)
+        elif self.legacy_snapshot_path.exists():
+            with self.legacy_snapshot_path.open("rb") as handle:
                 self.graph = pickle.load(handle)
-        self._log_offset, self._log_inode, self._loaded = 0, None, True
+        self._log_offset, self._loaded = 0, True
 
     def _replay_log(self) -> None:
         if not self.log_path.exists():
             return
         stat = self.log_path.stat()
-        if self._log_inode is not None and (stat.st_ino != self._log_inode or stat.st_size < self._log_offset):
+        while self._log_inode is not None and (stat.st_ino != self._log_inode or stat.st_size < self._log_offset):
             self._load_snapshot()  # another process compacted: start again from its snapshot
+            stat = self.log_path.stat()
         self._log_inode = stat.st_ino
         with self.log_path.open("rb") as handle:
             handle.seek(self._log_offset)
@@ -110,21 +127,20 @@ class GraphStore:
     def _maybe_compact(self) -> None:
         log_size = self.log_path.stat().st_size
         snapshot_size = self.snapshot_path.stat().st_size if self.snapshot_path.exists() else 0
-        if log_size > max(4 * 1024 * 1024, snapshot_size):
+        if log_size > max(4 * 1024 * 1024, SNAPSHOT_TO_LOG * snapshot_size):
             self.compact()
 
     def compact(self) -> None:
-        """Fold the log into a new snapshot; the caller holds the bank's writer lock. A process that had
-        not read the graph (an evolution cycle only appends to it) lets go of it again afterwards: held,
-        it took 318 MB at 92k nodes for the rest of the cycle, about 2 GB at 10,000 documents."""
-        was_loaded = self._loaded
-        self.ensure_loaded()
-        atomic_write_bytes(self.snapshot_path, pickle.dumps(self.graph, protocol=pickle.HIGHEST_PROTOCOL),
-                           durable=True)
+        """Fold the log into a new snapshot; the caller holds the bank's writer lock. DuckDB does the
+        folding, so a process that has not read the graph does not load it here either (it did with a
+        pickled snapshot: about 2 GB at 10,000 documents, for a moment, in every ingest run and cycle)."""
+        if self._loaded:
+            self._replay_log()  # another writer's lines: ours to keep in step, as the log is emptied below
+        with self._folded() as con:
+            graph_snapshot.write_snapshot(con, self.snapshot_path)
         atomic_write_bytes(self.log_path, b"", durable=True)
+        self.legacy_snapshot_path.unlink(missing_ok=True)
         self._log_offset, self._log_inode = 0, self.log_path.stat().st_ino
-        if not was_loaded:
-            self.graph, self._loaded = nx.MultiDiGraph(), False
 
     # ---- queries --------------------------------------------------------------------------
 
@@ -144,10 +160,40 @@ class GraphStore:
                 wanted.difference_update(node for node, _ in json.loads(line).get("n", []))
                 if not wanted:
                     break
+        if wanted and not self._loaded and self.snapshot_path.exists():
+            inode = _inode(self.log_path)
+            found = graph_snapshot.nodes_in_snapshot(self.snapshot_path, wanted, self.memory_limit)
+            if inode == _inode(self.log_path):  # no compaction moved nodes from the log meanwhile
+                return wanted - found
         if wanted:
             graph = self.ensure_loaded()
             wanted = {node for node in wanted if not graph.has_node(node)}
         return wanted
+
+    def counts(self) -> tuple[int, int]:
+        """(nodes, edges), without building the graph in a process that has not read it."""
+        if self._loaded:
+            graph = self.ensure_loaded()
+            return graph.number_of_nodes(), graph.number_of_edges()
+        with self._folded() as con:
+            return (con.execute("SELECT count(*) FROM folded_nodes").fetchone()[0],
+                    con.execute("SELECT count(*) FROM folded_edges").fetchone()[0])
+
+    @contextmanager
+    def _folded(self) -> Iterator[Any]:
+        """DuckDB holding the graph folded from the log's complete lines and the snapshot (read in that
+        order: a compaction in between leaves lines that the new snapshot already has, never a gap)."""
+        with tempfile.TemporaryDirectory(prefix="smb-graph-") as work:
+            ops = Path(work) / "ops.jsonl"
+            with ops.open("w", encoding="utf-8") as handle:
+                if self.log_path.exists():
+                    graph_snapshot.write_ops(_complete_lines(self.log_path), handle)
+                if not self.snapshot_path.exists() and self.legacy_snapshot_path.exists():
+                    with self.legacy_snapshot_path.open("rb") as legacy:  # a bank from before the Parquet one
+                        graph_snapshot.write_graph_ops(pickle.load(legacy), handle)
+            snapshot = self.snapshot_path if self.snapshot_path.exists() else None
+            with graph_snapshot.folded(snapshot, ops, self.memory_limit) as con:
+                yield con
 
     def neighbors(self, node: str, edge_type_filter: str | EdgeType | None = None) -> list[dict[str, Any]]:
         """Adjacent nodes in both directions, with the edge type and direction that joins them."""
@@ -203,6 +249,28 @@ class GraphStore:
             "edge_types": dict(Counter(t for *_, t in graph.edges(data="edge_type"))),
             "components": nx.number_weakly_connected_components(graph) if graph.number_of_nodes() else 0,
         }
+
+
+def _complete_lines(path: Path, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The log's non-blank complete lines, first first (a torn last line of a crashed writer is skipped)."""
+    with path.open("rb") as handle:
+        end = _complete_lines_end(handle, handle.seek(0, os.SEEK_END))
+        handle.seek(0)
+        pending, position = b"", 0
+        while position < end:
+            lines = (pending + handle.read(min(chunk, end - position))).split(b"\n")
+            position = handle.tell()
+            pending = lines.pop()
+            yield from (line for line in lines if line.strip())
+        if pending.strip():
+            yield pending
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _complete_lines_backwards(path: Path, chunk: int = 1 << 20) -> Iterator[bytes]:
