@@ -25,6 +25,7 @@ from smb_core.model import (
 )
 from smb_core.recall.engine import RecallEngine
 from smb_core.settings import Settings, get_settings
+from smb_core.stores.graph import multi_hop_over, neighbours_in
 
 #: Fields an agent may not change with `update`: identity, type and store bookkeeping.
 _FROZEN_FIELDS = {"id", "type", "created", "embedding_id", "graph_node_id"}
@@ -137,12 +138,17 @@ class MemoryBank:
     # ---- graph ----------------------------------------------------------------------------
 
     def neighbors(self, object_id: str, edge_type: str | None = None) -> list[dict[str, Any]]:
-        with self._bank.reading():
-            return self._bank.graph.neighbors(object_id, edge_type)
+        """Adjacent nodes in both directions (read from DuckDB's edge table, which holds the graph's edges:
+        no networkx graph of the whole bank is built for a hop)."""
+        wanted = _model.edge_type(edge_type).value if edge_type else None
+        with self._bank.reading() as db:
+            return neighbours_in(db.edges_touching([object_id], wanted), object_id)
 
     def multi_hop(self, object_id: str, max_hops: int = 3, edge_type: str | None = None) -> list[list[str]]:
-        with self._bank.reading():
-            return self._bank.graph.multi_hop(object_id, max_hops=max_hops, edge_type_filter=edge_type)
+        """Every simple path of 1..max_hops edges from the object, breadth first (one query per hop)."""
+        with self._bank.reading() as db:
+            found = multi_hop_over(db.edges_touching, [object_id], max_hops=max_hops, edge_type_filter=edge_type)
+        return found[object_id]
 
     def path(self, a: str, b: str) -> list[str]:
         with self._bank.reading():

@@ -9,6 +9,7 @@ from smb_core.bank import LayerZeroImmutableError
 from smb_core.cli import main as smb
 from smb_core.model import Claim, Concept, Contradiction, Edge, ModelError, Status, stable_id
 from smb_core.query import MemoryBank
+from smb_core.stores.graph import multi_hop_over
 from tests.conftest import extracted_bank
 
 CORPUS = {
@@ -69,6 +70,15 @@ def test_get_list_sources_and_graph(bank_dir: Path) -> None:
         assert all(n["edge_type"] == "references" for n in bank.neighbors(varga.id, edge_type="references"))
         paths = bank.multi_hop(varga.id, max_hops=2)
         assert paths and all(p[0] == varga.id and 2 <= len(p) <= 3 for p in paths)
+        graph = bank._bank.graph  # the networkx graph: the same hops as DuckDB's edge table gives
+        assert paths == graph.multi_hop(varga.id, max_hops=2) and len(paths) > len(neighbours)
+        assert bank.multi_hop(varga.id, 3, "references") == graph.multi_hop(varga.id, 3, "references")
+        assert sorted(map(str, neighbours)) == sorted(map(str, graph.neighbors(varga.id)))
+        roots = [varga.id, paths[0][-1], "no-such-node"]  # several roots, one query per hop for all of them
+        with bank._bank.reading() as db:
+            together = multi_hop_over(db.edges_touching, roots, max_hops=2, limit=5)
+        assert together == {root: graph.multi_hop(root, max_hops=2, limit=5) for root in roots}
+        assert len(together[varga.id]) == 5 and together["no-such-node"] == []
         far = paths[-1][-1]
         assert bank.path(varga.id, far)[0] == varga.id and bank.path(varga.id, far)[-1] == far
         assert varga.id in bank.nodes_by_type("entity")

@@ -19,6 +19,7 @@ import numpy as np
 from smb_core.recall.lexical import tokenize
 from smb_core.recall.linking import Link, link_text
 from smb_core.recall.names import NameIndex, sentence_spans
+from smb_core.stores.graph import multi_hop_over
 from smb_core.stores.metadata import id_filter
 
 if TYPE_CHECKING:
@@ -299,7 +300,7 @@ class RecallEngine:
         nearest = self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0]
         candidates.update(object_id for object_id, _ in nearest)
         links = link_text(db, question)
-        graph_paths = self._graph_neighbours(links, hops, edge_type)
+        graph_paths = self._graph_neighbours(db, links, hops, edge_type)
         candidates.update(graph_paths)
         where, params = id_filter("id", sorted(candidates))
         rows = db.sql(f"SELECT id, type, source_ids, embedding_id FROM objects WHERE {where} AND status = 'active'",
@@ -318,16 +319,20 @@ class RecallEngine:
         scored.sort(key=lambda kv: (-kv[1], kv[0]))
         return self._hits(db, scored[:k], graph_paths, doc_paths=info["paths"])
 
-    def _graph_neighbours(self, links: list[Link], hops: int, edge_type: str | None) -> dict[str, list[list[str]]]:
-        """Objects within `hops` of the entities the question names, with the paths that reach them."""
+    def _graph_neighbours(self, db: MetadataStore, links: list[Link], hops: int,
+                          edge_type: str | None) -> dict[str, list[list[str]]]:
+        """Objects within `hops` of the entities the question names, with the paths that reach them
+        (hops over DuckDB's edge table: a recall never loads the whole graph)."""
         paths: dict[str, list[list[str]]] = defaultdict(list)
         if hops <= 0:
             return paths
-        for link in links[:5]:
-            for entity in link.object_ids[:5]:
-                for path in self.bank.graph.multi_hop(entity, max_hops=hops, edge_type_filter=edge_type, limit=200):
-                    if len(paths[path[-1]]) < 3:
-                        paths[path[-1]].append(path)
+        seeds = [entity for link in links[:5] for entity in link.object_ids[:5]]
+        found = multi_hop_over(db.edges_touching, list(dict.fromkeys(seeds)), max_hops=hops,
+                               edge_type_filter=edge_type, limit=200)
+        for entity in seeds:
+            for path in found[entity]:
+                if len(paths[path[-1]]) < 3:
+                    paths[path[-1]].append(path)
         return paths
 
     def _hits(self, db: MetadataStore, scored: list[tuple[str, float]], graph_paths: dict,

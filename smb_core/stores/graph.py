@@ -14,8 +14,8 @@ import json
 import os
 import pickle
 import tempfile
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -216,17 +216,8 @@ class GraphStore:
         graph = self.ensure_loaded()
         if not graph.has_node(node):
             return []
-        paths: list[list[str]] = []
-        queue = deque([[node]])
-        while queue and len(paths) < limit:
-            path = queue.popleft()
-            if len(path) - 1 >= max_hops:
-                continue
-            for hop in sorted({n["id"] for n in self.neighbors(path[-1], edge_type_filter)}):
-                if hop not in path:
-                    paths.append(path + [hop])
-                    queue.append(path + [hop])
-        return paths[:limit]
+        return paths_from([node], max_hops, limit, lambda nodes: {
+            n: sorted({x["id"] for x in self.neighbors(n, edge_type_filter)}) for n in nodes})[node]
 
     def path(self, a: str, b: str) -> list[str]:
         """A shortest path between two nodes ignoring direction, or [] if none."""
@@ -249,6 +240,58 @@ class GraphStore:
             "edge_types": dict(Counter(t for *_, t in graph.edges(data="edge_type"))),
             "components": nx.number_weakly_connected_components(graph) if graph.number_of_nodes() else 0,
         }
+
+
+EdgeRows = Callable[[list[str], str | None], list[tuple[str, str, str, str]]]
+
+
+def neighbours_in(rows: list[tuple[str, str, str, str]], node: str) -> list[dict[str, Any]]:
+    """`GraphStore.neighbors` from (head, tail, edge type, edge id) rows such as
+    `MetadataStore.edges_touching` gives: outgoing edges first, then incoming ones."""
+    return ([{"id": t, "edge_type": e, "direction": "out", "edge_id": k} for h, t, e, k in rows if h == node]
+            + [{"id": h, "edge_type": e, "direction": "in", "edge_id": k} for h, t, e, k in rows if t == node])
+
+
+def multi_hop_over(edges_touching: EdgeRows, roots: list[str], max_hops: int = 3,
+                   edge_type_filter: str | EdgeType | None = None, limit: int = 10_000) -> dict[str, list[list[str]]]:
+    """`GraphStore.multi_hop` of each root over an edge table (`MetadataStore.edges_touching`): one
+    query per hop for all roots together, and no graph in memory. The paths, in their order, are the graph's."""
+    wanted = edge_type(edge_type_filter).value if edge_type_filter else None
+
+    def neighbours_of(nodes: list[str]) -> dict[str, list[str]]:
+        adjacent: dict[str, set[str]] = {n: set() for n in nodes}
+        for head, tail, _, _ in edges_touching(nodes, wanted):
+            for here, there in ((head, tail), (tail, head)):
+                if here in adjacent:
+                    adjacent[here].add(there)
+        return {n: sorted(others) for n, others in adjacent.items()}
+
+    return paths_from(roots, max_hops, limit, neighbours_of)
+
+
+def paths_from(roots: list[str], max_hops: int, limit: int,
+               neighbours_of: Callable[[list[str]], dict[str, list[str]]]) -> dict[str, list[list[str]]]:
+    """Each root's simple paths of 1..max_hops edges, breadth first, at most `limit` a root, a node's
+    neighbours in the order `neighbours_of` gives them. It is asked for a whole level's nodes (of all
+    roots) at once, so that a store answering with SQL makes one query per hop."""
+    paths: dict[str, list[list[str]]] = {root: [] for root in roots}
+    level = {root: [[root]] for root in roots}
+    for _ in range(max_hops):
+        level = {root: open_paths for root, open_paths in level.items() if open_paths and len(paths[root]) < limit}
+        if not level:
+            break
+        adjacent = neighbours_of(sorted({path[-1] for open_paths in level.values() for path in open_paths}))
+        following: dict[str, list[list[str]]] = {}
+        for root, open_paths in level.items():
+            found, longer = paths[root], []
+            for path in open_paths:
+                for hop in adjacent.get(path[-1], []):
+                    if hop not in path and len(found) < limit:
+                        found.append(path + [hop])
+                        longer.append(found[-1])
+            following[root] = longer
+        level = following
+    return paths
 
 
 def _complete_lines(path: Path, chunk: int = 1 << 20) -> Iterator[bytes]:

@@ -506,6 +506,18 @@ class MetadataStore:
         where, params = id_filter("id", ids)
         return self.sql(f"SELECT id, type, status, title FROM objects WHERE {where}", params)
 
+    def edges_touching(self, nodes: Sequence[str], edge_type: str | None = None) -> list[tuple[str, str, str, str]]:
+        """(head, tail, edge type, edge id) of the edges out of or into `nodes`, by edge id: a hop
+        through the head and tail indexes, so that a reader need not load the whole graph to take it."""
+        if not nodes:
+            return []
+        typed, more = (" AND edge_type = ?", [edge_type]) if edge_type else ("", [])
+        heads, head_params = id_filter("head", nodes)
+        tails, tail_params = id_filter("tail", nodes)
+        return self.sql(f"SELECT head, tail, edge_type, id FROM edges WHERE {heads}{typed} UNION "
+                        f"SELECT head, tail, edge_type, id FROM edges WHERE {tails}{typed} ORDER BY id",
+                        head_params + more + tail_params + more)
+
     def spans_of_sources(self, source_ids: Sequence[str]) -> list[tuple[str, int, str]]:
         """(source id, start char, object id) of every object span in the given documents."""
         if not source_ids:
