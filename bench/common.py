@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import re
 import resource
 from pathlib import Path
@@ -45,3 +46,14 @@ def percentile(values: list[float], q: float) -> float:
         return 0.0
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def in_child(target, *args) -> dict:
+    """Run `target(*args, queue)` in a fresh (spawned) process and return what it puts on the queue:
+    each side of a comparison then has its own peak RSS."""
+    queue = mp.get_context("spawn").Queue()
+    process = mp.get_context("spawn").Process(target=target, args=(*args, queue))
+    process.start()
+    result = queue.get()
+    process.join()
+    return result

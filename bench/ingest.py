@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_2wiki, write_corpus  # noqa: E402
+from common import in_child, load_2wiki, write_corpus  # noqa: E402
 
 
 def _ours(corpus_dir: str, bank_dir: str, queue: mp.Queue) -> None:
@@ -57,15 +57,6 @@ def _baseline(texts: list[str], chroma_dir: str, queue: mp.Queue) -> None:
                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
 
 
-def _in_child(target, *args) -> dict:
-    queue: mp.Queue = mp.get_context("spawn").Queue()
-    process = mp.get_context("spawn").Process(target=target, args=(*args, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
@@ -76,8 +67,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="smb-ingest-bench-"))
     write_corpus(passages, work / "kbmd")
     texts = [f"{p['title']}\n\n{p['text']}" for p in passages]
-    baseline = _in_child(_baseline, texts, str(work / "baseline-chroma"))
-    ours = _in_child(_ours, str(work / "kbmd"), str(work / "bank"))
+    baseline = in_child(_baseline, texts, str(work / "baseline-chroma"))
+    ours = in_child(_ours, str(work / "kbmd"), str(work / "bank"))
     n = len(passages)
     print(f"\ningest of {n} 2wiki passages (layers 0-1, embedded MiniLM, no LLM)")
     print(f"{'':<28} {'seconds':>8} {'docs/s':>8} {'objects/s':>10} {'peak RSS MB':>12}")
