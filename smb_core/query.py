@@ -25,7 +25,7 @@ from smb_core.model import (
 )
 from smb_core.recall.engine import RecallEngine
 from smb_core.settings import Settings, get_settings
-from smb_core.stores.graph import multi_hop_over, neighbours_in
+from smb_core.stores.graph import multi_hop_over, neighbours_in, shortest_path_over
 
 #: Fields an agent may not change with `update`: identity, type and store bookkeeping.
 _FROZEN_FIELDS = {"id", "type", "created", "embedding_id", "graph_node_id"}
@@ -151,8 +151,11 @@ class MemoryBank:
         return found[object_id]
 
     def path(self, a: str, b: str) -> list[str]:
-        with self._bank.reading():
-            return self._bank.graph.path(a, b)
+        """A shortest path between two objects ignoring direction, or [] (over DuckDB's edge table)."""
+        with self._bank.reading() as db:
+            if a == b:
+                return [a] if db.object_summaries([a]) else []
+            return shortest_path_over(db.edges_touching, a, b)
 
     def nodes_by_type(self, type_: str | NodeType) -> list[str]:
         _model.node_type(type_)

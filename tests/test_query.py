@@ -81,6 +81,15 @@ def test_get_list_sources_and_graph(bank_dir: Path) -> None:
         assert len(together[varga.id]) == 5 and together["no-such-node"] == []
         far = paths[-1][-1]
         assert bank.path(varga.id, far)[0] == varga.id and bank.path(varga.id, far)[-1] == far
+        undirected = graph.ensure_loaded().to_undirected(as_view=True)
+        others = sorted(n for n, t in graph.ensure_loaded().nodes(data="type") if t in ("entity", "concept"))[:40]
+        for other in others:  # a shortest path over DuckDB's edge table, as long as networkx's, along real edges
+            found = bank.path(varga.id, other)
+            assert len(found) == len(graph.path(varga.id, other)), other
+            assert all(undirected.has_edge(x, y) for x, y in zip(found, found[1:]))
+            assert found == [] or (found[0], found[-1]) == (varga.id, other)
+        assert any(len(bank.path(varga.id, other)) > 3 for other in others)
+        assert bank.path(varga.id, varga.id) == [varga.id] and bank.path(varga.id, "no-such-node") == []
         assert varga.id in bank.nodes_by_type("entity")
         stats = bank.graph_stats()
         assert stats["nodes"] > 10 and stats["edges"] > 10 and set(stats["node_types"]) <= {

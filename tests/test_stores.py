@@ -12,6 +12,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -276,6 +277,28 @@ def test_graph_from_a_pickled_snapshot_is_read_and_folded_into_parquet(tmp_path:
     GraphStore(directory).compact()
     assert not (directory / "graph.pickle").exists() and (directory / "graph.parquet").exists()
     assert _as_data(GraphStore(directory).ensure_loaded()) == expected
+
+
+def test_shortest_path_over_an_edge_table_is_as_short_as_networkx_finds():
+    """`shortest_path_over` (what `MemoryBank.path` runs against DuckDB's edge table) on random graphs:
+    as long as networkx's shortest path, along existing edges, between the right ends; [] if none."""
+    rng = random.Random(11)
+    for _ in range(300):
+        nodes = [f"n{i}" for i in range(rng.randint(2, 25))]
+        edges = [(rng.choice(nodes), rng.choice(nodes), "related_to", f"e{i:03d}") for i in range(rng.randint(0, 40))]
+
+        def touching(frontier: list[str], _edge_type: str | None) -> list[tuple[str, str, str, str]]:
+            return [e for e in edges if e[0] in frontier or e[1] in frontier]  # by edge id, as DuckDB gives them
+
+        undirected = nx.Graph([(h, t) for h, t, _, _ in edges])
+        undirected.add_nodes_from(nodes)
+        a, b = rng.sample(nodes, 2)
+        found = graph_module.shortest_path_over(touching, a, b)
+        if not nx.has_path(undirected, a, b):
+            assert found == []
+            continue
+        assert len(found) == nx.shortest_path_length(undirected, a, b) + 1 and (found[0], found[-1]) == (a, b)
+        assert all(undirected.has_edge(x, y) for x, y in zip(found, found[1:]))
 
 
 def test_graph_compacts_by_itself_when_the_log_outgrows_the_snapshot(tmp_path: Path):

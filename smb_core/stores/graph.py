@@ -269,6 +269,38 @@ def multi_hop_over(edges_touching: EdgeRows, roots: list[str], max_hops: int = 3
     return paths_from(roots, max_hops, limit, neighbours_of)
 
 
+def shortest_path_over(edges_touching: EdgeRows, a: str, b: str) -> list[str]:
+    """A shortest path from `a` to `b` ignoring direction, or [] if none (`GraphStore.path` over an edge
+    table): breadth first from both ends, a whole level of the smaller side per query, so that an agent
+    asking how two things connect does not load the whole graph. `a == b` is the caller's to answer."""
+    depth = ({a: 0}, {b: 0})
+    parent: tuple[dict[str, str | None], dict[str, str | None]] = ({a: None}, {b: None})
+    frontier = ([a], [b])
+    while frontier[0] and frontier[1]:
+        side = 0 if len(frontier[0]) <= len(frontier[1]) else 1
+        here_set, seen, other = set(frontier[side]), depth[side], depth[1 - side]
+        following = []
+        for head, tail, _, _ in edges_touching(frontier[side], None):
+            for here, there in ((head, tail), (tail, head)):
+                if here not in here_set:
+                    continue
+                if there in other:  # the first meeting is a shortest one: the other side reached it last level
+                    half, rest = _walk_back(parent[side], here), _walk_back(parent[1 - side], there)
+                    return (half[::-1] + rest) if side == 0 else (rest[::-1] + half)
+                if there not in seen:
+                    seen[there], parent[side][there] = seen[here] + 1, here
+                    following.append(there)
+        frontier = (following, frontier[1]) if side == 0 else (frontier[0], following)
+    return []
+
+
+def _walk_back(parent: dict[str, str | None], node: str) -> list[str]:
+    path = [node]
+    while parent[path[-1]] is not None:
+        path.append(parent[path[-1]])
+    return path
+
+
 def paths_from(roots: list[str], max_hops: int, limit: int,
                neighbours_of: Callable[[list[str]], dict[str, list[str]]]) -> dict[str, list[list[str]]]:
     """Each root's simple paths of 1..max_hops edges, breadth first, at most `limit` a root, a node's
