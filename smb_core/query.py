@@ -158,9 +158,11 @@ class MemoryBank:
             return shortest_path_over(db.edges_touching, a, b)
 
     def nodes_by_type(self, type_: str | NodeType) -> list[str]:
-        _model.node_type(type_)
-        with self._bank.reading():
-            return self._bank.graph.nodes_by_type(type_)
+        """Graph nodes of one node type, sorted (from DuckDB: the objects whose model has that node type)."""
+        wanted = _model.node_type(type_)
+        types = [t.value for t, model in _model.MODEL_BY_TYPE.items() if model.node is wanted]
+        with self._bank.reading() as db:
+            return db.graph_nodes_of_types(types)
 
     def graph_stats(self) -> dict[str, Any]:
         with self._bank.reading():

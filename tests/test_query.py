@@ -91,6 +91,8 @@ def test_get_list_sources_and_graph(bank_dir: Path) -> None:
         assert any(len(bank.path(varga.id, other)) > 3 for other in others)
         assert bank.path(varga.id, varga.id) == [varga.id] and bank.path(varga.id, "no-such-node") == []
         assert varga.id in bank.nodes_by_type("entity")
+        for node_type in ("concept", "entity", "claim", "insight", "narrative", "abstraction"):  # as the graph has them
+            assert bank.nodes_by_type(node_type) == graph.nodes_by_type(node_type), node_type
         stats = bank.graph_stats()
         assert stats["nodes"] > 10 and stats["edges"] > 10 and set(stats["node_types"]) <= {
             "concept", "entity", "claim", "insight", "narrative", "abstraction"}

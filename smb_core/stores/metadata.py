@@ -506,6 +506,13 @@ class MetadataStore:
         where, params = id_filter("id", ids)
         return self.sql(f"SELECT id, type, status, title FROM objects WHERE {where}", params)
 
+    def graph_nodes_of_types(self, types: Sequence[str]) -> list[str]:
+        """The graph node ids of the objects of these memory types (each has one), sorted."""
+        if not types:
+            return []
+        return [r[0] for r in self.sql("SELECT graph_node_id FROM objects WHERE type IN (SELECT unnest(?)) "
+                                       "ORDER BY 1", [list(types)])]
+
     def edges_touching(self, nodes: Sequence[str], edge_type: str | None = None) -> list[tuple[str, str, str, str]]:
         """(head, tail, edge type, edge id) of the edges out of or into `nodes`, by edge id: a hop
         through the head and tail indexes, so that a reader need not load the whole graph to take it."""
