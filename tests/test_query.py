@@ -9,7 +9,7 @@ from smb_core.bank import LayerZeroImmutableError
 from smb_core.cli import main as smb
 from smb_core.model import Claim, Concept, Contradiction, Edge, ModelError, Status, stable_id
 from smb_core.query import MemoryBank
-from smb_core.stores.graph import multi_hop_over
+from smb_core.stores.graph import GraphStore, multi_hop_over
 from tests.conftest import extracted_bank
 
 CORPUS = {
@@ -94,6 +94,7 @@ def test_get_list_sources_and_graph(bank_dir: Path) -> None:
         for node_type in ("concept", "entity", "claim", "insight", "narrative", "abstraction"):  # as the graph has them
             assert bank.nodes_by_type(node_type) == graph.nodes_by_type(node_type), node_type
         stats = bank.graph_stats()
+        assert GraphStore(graph.directory).stats() == graph.stats()  # computed in SQL without loading it
         assert stats["nodes"] > 10 and stats["edges"] > 10 and set(stats["node_types"]) <= {
             "concept", "entity", "claim", "insight", "narrative", "abstraction"}
         with pytest.raises(ModelError):

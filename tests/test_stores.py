@@ -256,6 +256,7 @@ def test_graph_snapshot_folded_by_duckdb_equals_replaying_every_write(tmp_path: 
     expected = _as_data(reference.graph)
     assert GraphStore(tmp_path / "graph").counts() == (len(expected[0]), len(expected[1]))
     assert _as_data(GraphStore(tmp_path / "graph").ensure_loaded()) == expected
+    assert GraphStore(tmp_path / "graph").stats() == reference.stats()  # in SQL, components included
     store.compact()
     assert store.log_path.stat().st_size == 0
     fresh = GraphStore(tmp_path / "graph")

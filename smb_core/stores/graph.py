@@ -232,6 +232,11 @@ class GraphStore:
         return sorted(n for n, t in self.ensure_loaded().nodes(data="type") if t == wanted)
 
     def stats(self) -> dict[str, Any]:
+        """Counts by type and weakly connected components; computed in SQL by a process that has not
+        read the graph (so an agent asking for them does not load it)."""
+        if not self._loaded:
+            with self._folded() as con:
+                return graph_snapshot.folded_stats(con)
         graph = self.ensure_loaded()
         return {
             "nodes": graph.number_of_nodes(),

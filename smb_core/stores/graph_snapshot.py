@@ -82,6 +82,29 @@ def folded(snapshot: Path | None, ops: Path, memory_limit: str | None) -> Iterat
         yield con
 
 
+def folded_stats(con: duckdb.DuckDBPyConnection) -> dict:
+    """`GraphStore.stats` of the folded graph, in SQL. Weakly connected components by label propagation:
+    each node takes the smallest label of itself and its neighbours until none changes (as many rounds
+    as the longest shortest path, each a join DuckDB can spill), instead of networkx holding the graph."""
+    con.execute("CREATE OR REPLACE TEMP TABLE labels AS SELECT h AS node, h AS label FROM folded_nodes")
+    con.execute("CREATE OR REPLACE TEMP TABLE links AS SELECT h AS x, t AS y FROM folded_edges WHERE h != t "
+                "UNION SELECT t, h FROM folded_edges WHERE h != t")
+    while True:
+        con.execute("CREATE OR REPLACE TEMP TABLE relabelled AS SELECT l.node, min(n.label) AS label "
+                    "FROM labels l JOIN links k ON k.x = l.node JOIN labels n ON n.node = k.y GROUP BY l.node, l.label "
+                    "HAVING min(n.label) < l.label")
+        if not con.execute("SELECT count(*) FROM relabelled").fetchone()[0]:
+            break
+        con.execute("UPDATE labels SET label = r.label FROM relabelled r WHERE labels.node = r.node")
+    return {
+        "nodes": con.execute("SELECT count(*) FROM folded_nodes").fetchone()[0],
+        "edges": con.execute("SELECT count(*) FROM folded_edges").fetchone()[0],
+        "node_types": dict(con.execute("SELECT a->>'type', count(*) FROM folded_nodes GROUP BY ALL").fetchall()),
+        "edge_types": dict(con.execute("SELECT a->>'edge_type', count(*) FROM folded_edges GROUP BY ALL").fetchall()),
+        "components": con.execute("SELECT count(DISTINCT label) FROM labels").fetchone()[0],
+    }
+
+
 def write_snapshot(con: duckdb.DuckDBPyConnection, target: Path) -> None:
     """Write the folded graph to `target` durably and atomically (a temp file beside it, then rename)."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
