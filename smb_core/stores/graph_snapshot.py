@@ -3,7 +3,8 @@
 Why not a pickled networkx graph: folding the log into one meant loading the whole graph into the
 writing process, about 2 GB at 10,000 documents and growing with the bank, in ingest runs and
 evolution cycles that otherwise never read the graph. DuckDB folds snapshot and log in SQL within a
-memory limit (spilling to disk past it); only processes that traverse the graph build a networkx graph.
+memory limit (spilling to disk past it); only code that asks for networkx's graph
+(`GraphStore.ensure_loaded`) builds it.
 
 One row per node (`kind` 'n', `head` its id; every node, also one only named by an edge, which networkx
 creates without attributes) and per edge (`kind` 'e', `head`, `tail`, `key`); `attrs` is the JSON
