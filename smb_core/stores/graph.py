@@ -182,8 +182,11 @@ class GraphStore:
     @contextmanager
     def _folded(self) -> Iterator[Any]:
         """DuckDB holding the graph folded from the log's complete lines and the snapshot (read in that
-        order: a compaction in between leaves lines that the new snapshot already has, never a gap)."""
-        with tempfile.TemporaryDirectory(prefix="smb-graph-") as work:
+        order: a compaction in between leaves lines that the new snapshot already has, never a gap).
+        Its work files (the flattened log, DuckDB's spill) go beside the graph, not to /tmp, which may be
+        memory: at 10,000 documents the flattened log alone is a few hundred MB."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".fold-", dir=self.directory) as work:
             ops = Path(work) / "ops.jsonl"
             with ops.open("w", encoding="utf-8") as handle:
                 if self.log_path.exists():
