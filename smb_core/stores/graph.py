@@ -198,29 +198,31 @@ class GraphStore:
             with graph_snapshot.folded(snapshot, ops, self.memory_limit) as con:
                 yield con
 
+    def edges_touching(self, nodes: list[str], edge_type: str | None = None) -> list[tuple[str, str, str, str]]:
+        """(head, tail, edge type, edge id) of the edges out of, then into, `nodes`, each once: the rows
+        `MetadataStore.edges_touching` gives from DuckDB, so that both answer hops the same way."""
+        graph = self.ensure_loaded()
+        present = [node for node in nodes if graph.has_node(node)]
+        rows: dict[tuple[str, str, str], str] = {}
+        for head, tail, key, kind in [*graph.out_edges(present, keys=True, data="edge_type"),
+                                      *graph.in_edges(present, keys=True, data="edge_type")]:
+            if edge_type in (None, kind):
+                rows.setdefault((head, tail, key), kind)
+        return [(head, tail, kind, key) for (head, tail, key), kind in rows.items()]
+
     def neighbors(self, node: str, edge_type_filter: str | EdgeType | None = None) -> list[dict[str, Any]]:
         """Adjacent nodes in both directions, with the edge type and direction that joins them."""
-        graph = self.ensure_loaded()
-        if not graph.has_node(node):
+        if not self.ensure_loaded().has_node(node):
             return []
         wanted = edge_type(edge_type_filter).value if edge_type_filter else None
-        out = []
-        for _, other, key, attrs in graph.out_edges(node, keys=True, data=True):
-            if wanted in (None, attrs.get("edge_type")):
-                out.append({"id": other, "edge_type": attrs.get("edge_type"), "direction": "out", "edge_id": key})
-        for other, _, key, attrs in graph.in_edges(node, keys=True, data=True):
-            if wanted in (None, attrs.get("edge_type")):
-                out.append({"id": other, "edge_type": attrs.get("edge_type"), "direction": "in", "edge_id": key})
-        return out
+        return neighbours_in(self.edges_touching([node], wanted), node)
 
     def multi_hop(self, node: str, max_hops: int = 3, edge_type_filter: str | EdgeType | None = None,
                   limit: int = 10_000) -> list[list[str]]:
         """Every simple path (as node lists) from `node` of 1..max_hops edges, found breadth first."""
-        graph = self.ensure_loaded()
-        if not graph.has_node(node):
+        if not self.ensure_loaded().has_node(node):
             return []
-        return paths_from([node], max_hops, limit, lambda nodes: {
-            n: sorted({x["id"] for x in self.neighbors(n, edge_type_filter)}) for n in nodes})[node]
+        return multi_hop_over(self.edges_touching, [node], max_hops, edge_type_filter, limit)[node]
 
     def path(self, a: str, b: str) -> list[str]:
         """A shortest path between two nodes ignoring direction, or [] if none."""
