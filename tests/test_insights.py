@@ -145,3 +145,25 @@ def test_only_active_claims_link_things_in_the_community_graph(bank: Bank) -> No
                                               for x, y in ((live, a), (live, b), (old, a), (old, c), (note, b), (note, c))])
     graph = communities.cooccurrence_graph(bank)
     assert {frozenset(e) for e in graph.edges} == {frozenset((a.id, b.id))}
+
+
+def test_a_capped_community_graph_keeps_the_links_most_claims_make(bank: Bank) -> None:
+    """A large bank's graph is bounded: the pairs named together by the most claims stay, ties by id."""
+    from smb_core.evolve import communities
+    from smb_core.model import Claim, Edge, EdgeType, Entity, stable_id
+
+    things = {n: Entity(id=stable_id("ent", n), title=n, entity_kind="organization") for n in ("Aa", "Bb", "Cc", "Dd")}
+    named = [("Aa", "Bb"), ("Aa", "Bb"), ("Cc", "Dd"), ("Aa", "Cc"), ("Bb", "Dd"), ("Bb", "Dd"), ("Bb", "Dd")]
+    claims = [Claim(id=stable_id("clm", str(i)), title=f"{x} and {y}.", statement=f"{x} meets {y}.")
+              for i, (x, y) in enumerate(named)]
+    bank.write([*things.values(), *claims], [Edge.between(c.id, things[n].id, EdgeType.REFERENCES)
+                                             for c, pair in zip(claims, named) for n in pair])
+    ends = {"Aa-Bb": (things["Aa"].id, things["Bb"].id), "Bb-Dd": (things["Bb"].id, things["Dd"].id)}
+    single = sorted(tuple(sorted((things[x].id, things[y].id))) for x, y in (("Cc", "Dd"), ("Aa", "Cc")))
+
+    whole = communities.cooccurrence_graph(bank)
+    assert whole.number_of_edges() == 4 and whole.edges[ends["Bb-Dd"]]["weight"] == 3
+    capped = communities.cooccurrence_graph(bank, max_links=3)
+    assert {frozenset(e) for e in capped.edges} == {frozenset(ends["Aa-Bb"]), frozenset(ends["Bb-Dd"]),
+                                                   frozenset(single[0])}
+    assert capped.edges[ends["Aa-Bb"]]["weight"] == 2 and capped.nodes[things["Aa"].id]["title"] == "Aa"
