@@ -40,6 +40,14 @@ def peak_rss_mb() -> float:
     return max(own, children) / 1024
 
 
+def current_rss_mb() -> float:
+    """Resident memory of this process now, in MB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

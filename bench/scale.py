@@ -27,7 +27,8 @@ part-way (50,000 documents take many hours here) goes on from where it stopped: 
 and the cycle are recorded in progress-N.json as they finish, and `--reuse` skips them. A slice or
 cycle that an earlier run had started is done again and marked resumed (its seconds then cover only
 what was left of it, so a resumed first or last slice gives no tenth's throughput); peak RSS, sampled
-into the record every 10 s, is the largest of every run's.
+into the record every 10 s, is the largest of every run's. Every sample is also logged with its time
+(rss-N.log under --root), to tell which slice or layer of the cycle held the memory.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_2wiki, peak_rss_mb, percentile, slug  # noqa: E402
+from common import current_rss_mb, load_2wiki, peak_rss_mb, percentile, slug  # noqa: E402
 from generate import generate_document, generated_questions  # noqa: E402
 
 from smb_core.fsutil import atomic_write_text  # noqa: E402
@@ -175,13 +176,18 @@ def save_progress(path: Path, progress: dict) -> None:
 
 def record_peak_rss(path: Path, every_s: float = 10.0) -> threading.Event:
     """Keep the largest peak RSS of this and earlier runs in `path`, every `every_s`: a run stopped
-    inside a slice or the cycle (killed for memory, say) would otherwise take its peak with it."""
+    inside a slice or the cycle (killed for memory, say) would otherwise take its peak with it.
+    Each sample's time and current RSS are also appended to `path` with `.log` for a suffix, to be
+    read beside the Dagster run's step times: which layer of a cycle held the memory."""
     stop = threading.Event()
+    timeline = path.with_suffix(".log")
 
     def sample() -> None:
         while True:
             earlier = json.loads(path.read_text())["rss_mb"] if path.exists() else 0.0
             atomic_write_text(path, json.dumps({"rss_mb": max(earlier, peak_rss_mb())}))
+            with timeline.open("a") as out:
+                out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {current_rss_mb():.0f}\n")
             if stop.wait(every_s):
                 return
 
@@ -334,7 +340,8 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
         else:
             if exists:
                 raise SystemExit(f"{settings.memory_bank_dir} exists: pass --reuse or another --root")
-            for stale in (progress, saved, progress.with_name(f"rss-{size}.json")):  # records without their bank
+            for stale in (progress, saved, progress.with_name(f"rss-{size}.json"),  # records without their bank
+                          progress.with_name(f"rss-{size}.log")):
                 stale.unlink(missing_ok=True)
             if Path(settings.kbmd_dir).exists():  # a corpus left without its bank: slice 1 would ingest all of it
                 shutil.rmtree(settings.kbmd_dir)

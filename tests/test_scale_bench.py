@@ -67,6 +67,8 @@ def test_a_stopped_scale_run_goes_on_from_its_last_finished_slice(scale, tmp_pat
     assert [s["slice"] for s in row["slices"] if s["resumed"]] == [3]
     assert row["resumed"] == [4] and row["documents"] == 10 and row["evolve_ok"] and row["consistent"]
     assert row["build_rss_mb"] >= stopped_rss
+    samples = [line.split() for line in (tmp_path / "rss-10.log").read_text().splitlines()]
+    assert len(samples) >= 2 and all(float(mb) > 0 for _, mb in samples)  # the stopped run's and this one's
     assert row["first_tenth_docs_per_s"] and row["last_tenth_docs_per_s"]  # slice 4 was resumed, not 1 or 10
     assert len(Bank(settings=settings).status()["types"]) > 3
 
