@@ -10,8 +10,8 @@ import pytest
 
 from smb_core.bank import Bank
 from smb_core.corpus import scan
-from smb_core.evolve import confidence
-from smb_core.evolve.cycle import finish_cycle, open_cycle
+from smb_core.evolve import confidence, merge
+from smb_core.evolve.cycle import finish_cycle, new_object_ids, open_cycle
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Claim, Contradiction, Narrative, Relationship, Status, Synthesis, stable_id, utcnow
 from smb_core.query import MemoryBank
@@ -79,6 +79,29 @@ def test_a_restatement_in_another_document_reinforces_once(bank: Bank, settings,
     confidence.reinforce(bank, open_cycle(bank, "cycle-00002", "run-2-again"))
     with bank.reading() as db:
         assert db.get_object(original.id).confidence == after.confidence  # a re-run cycle reinforces nothing twice
+
+
+def test_a_thing_a_new_document_names_again_is_reinforced_and_one_it_does_not_name_is_not(bank: Bank, settings) -> None:
+    corpus = settings.kbmd_dir
+    for name, year in (("one", 2017), ("two", 2018)):
+        write_doc(corpus, f"{name}.md", f"# Note {name}\n\nMara Okafor met Ivo Brandt in Lisbon in {year}.\n")
+    _ingest(bank, corpus)
+    first = open_cycle(bank, "cycle-00001", "run-1")
+    merge.merge(bank, first, new_object_ids(bank, first, ("entity", "concept")))
+    finish_cycle(bank, first)
+    with bank.reading() as db:
+        canonical = {o.title: o for o in db.list_objects(type="canonical_entity", limit=100)}
+    assert {"Mara Okafor", "Lisbon"} <= canonical.keys()
+    write_doc(corpus, "three.md", "# Note three\n\nMara Okafor opened an office in Porto.\n")
+    _ingest(bank, corpus)
+    second = open_cycle(bank, "cycle-00002", "run-2")
+    merge.merge(bank, second, new_object_ids(bank, second, ("entity", "concept")))
+    confidence.reinforce(bank, second)
+    with bank.reading() as db:
+        after = {t: db.get_object(o.id) for t, o in canonical.items()}
+    assert after["Mara Okafor"].confidence > canonical["Mara Okafor"].confidence
+    assert after["Mara Okafor"].reinforced_at is not None
+    assert after["Lisbon"].confidence == canonical["Lisbon"].confidence  # not named by the new document
 
 
 def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> None:

@@ -244,6 +244,8 @@ def test_an_entity_named_in_two_documents_gets_one_timeline_and_the_record_lists
     assert all(c.type.value == "claim" for c in claims.values())
     _assert_links_resolve(bank, timeline)
     assert record.cycle == cycle.key and record.changes["merge_groups"] >= 1
+    with bank.reading() as db:
+        assert record.changes["claims_extracted"] == db.count_by_type()["claim"] > 0  # what the documents gave
     assert f"(../../{okafor.path()})" in record.body and "## Merges" in record.body
     assert result.counts["merge_groups"] == record.changes["merge_groups"]
     _assert_links_resolve(bank, record)

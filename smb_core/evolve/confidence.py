@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from smb_core.bank import Bank
 from smb_core.evolve.cycle import Cycle
 from smb_core.model import Claim, Edge, EdgeType, MemoryObject, Status, utcnow
-from smb_core.stores.metadata import id_filter
+from smb_core.stores.metadata import id_filter, naming_any_source
 
 #: Knowledge that ages. Contradictions and questions never decay (they are never silently dropped);
 #: groupings and layers 5-6 are recomputed every cycle from what they summarise.
@@ -57,10 +57,8 @@ def reinforce(bank: Bank, cycle: Cycle) -> list[Edge]:
         return []
     with bank.reading() as db:
         path_of = dict(db.sql("SELECT id, path FROM sources"))
-        canonical = db.sql(
-            "SELECT id, source_ids FROM objects WHERE status = 'active' "
-            "AND type IN ('canonical_entity', 'canonical_concept') AND list_has_any(source_ids, ?::VARCHAR[])",
-            [cycle.source_ids])
+        canonical = db.sql("SELECT id, source_ids FROM objects WHERE " + naming_any_source(
+            "status = 'active' AND type IN ('canonical_entity', 'canonical_concept')"), [cycle.source_ids])
     new_paths = {path_of[s] for s in cycle.source_ids if s in path_of}
     boosts: dict[str, int] = {}
     for object_id, source_ids in canonical:
@@ -81,8 +79,8 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
     """New claims that say the same as an older claim from another document: ANN neighbours with the
     same numbers and the same polarity (so '1874' never supports '1881')."""
     with bank.reading() as db:
-        rows = db.sql("SELECT id, text, source_ids FROM objects WHERE type = 'claim' AND status = 'active' "
-                      "AND list_has_any(source_ids, ?::VARCHAR[]) ORDER BY id", [cycle.source_ids])
+        claims = naming_any_source("type = 'claim' AND status = 'active'")
+        rows = db.sql(f"SELECT id, text, source_ids FROM objects WHERE {claims} ORDER BY id", [cycle.source_ids])
     edges, boosts = [], defaultdict(int)
     for start in range(0, len(rows), RESTATEMENT_CHUNK):
         _restated(bank, rows[start:start + RESTATEMENT_CHUNK], path_of, new_paths, edges, boosts)

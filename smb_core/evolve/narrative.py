@@ -27,7 +27,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import id_filter
+from smb_core.stores.metadata import id_filter, naming_any_source
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -536,8 +536,8 @@ def evolution_record(bank: Bank, cycle: Cycle, rebuilt: _Rebuilt, retired: int) 
         since = db.sql("SELECT max(finished) FROM cycles WHERE number < ?", [cycle.number])[0][0]
         where, params = id_filter("id", cycle.source_ids)
         documents = db.sql(f"SELECT id, path FROM sources WHERE {where} ORDER BY path", params)
-        extracted = dict(db.sql("SELECT type, count(*) FROM objects WHERE layer = 1 AND "
-                                "list_has_any(source_ids, ?::VARCHAR[]) GROUP BY type", [cycle.source_ids])) \
+        extracted = dict(db.sql(f"SELECT type, count(*) FROM objects WHERE {naming_any_source('layer = 1')} "
+                                "GROUP BY type", [cycle.source_ids])) \
             if cycle.source_ids else {}
         # a first cycle over a large bank merges hundreds of thousands of members: the groups are counted
         # in SQL and only the objects the record shows (MAX_LISTED per section) are read

@@ -21,7 +21,7 @@ from smb_core.evolve.abstractions import MIN_DOCUMENTS, Thing
 from smb_core.evolve.cycle import Cycle
 from smb_core.llm import LLMError, OllamaClient
 from smb_core.model import CitedStatement, Claim, Edge, EdgeType, Synthesis, stable_id
-from smb_core.stores.metadata import id_filter
+from smb_core.stores.metadata import id_filter, naming_any_source
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ _STOPWORDS = {"the", "a", "an", "of", "in", "on", "at", "to", "and", "or", "for"
 #: Claims referencing the canonical objects in a `nodes(id, members)` CTE. A canonical object's `members`
 #: are the layer-1 objects whose `merged_into` points to it, so reading them replaces
 #: `abstractions.REFS`, which scans every entity and concept in the bank to build that mapping.
+_CANONICAL = "status = 'active' AND type IN ('canonical_entity', 'canonical_concept')"
 _NODE_REFS = """
     canon AS (SELECT id AS node, unnest(members) AS member FROM nodes UNION ALL SELECT id, id FROM nodes),
     refs AS (
@@ -152,13 +153,14 @@ def _themes(bank: Bank, cycle: Cycle) -> list[tuple[str, str, list[str]]]:
     them once per joined claim made this query grow with the bank (1.5 s at 6,000 documents)."""
     with bank.reading() as db:
         rows = db.sql(f"""
-            WITH nodes AS (
+            WITH touched AS (
+                SELECT id FROM objects WHERE {naming_any_source(_CANONICAL, "$sources")}
+            ), nodes AS (
                 SELECT id, title, type, coalesce(json_extract_string(data, '$.entity_kind'), '') AS kind,
                        coalesce(CAST(json_extract(data, '$.aliases') AS VARCHAR[]), []) AS aliases,
                        coalesce(CAST(json_extract(data, '$.members') AS VARCHAR[]), []) AS members,
-                       list_has_any(source_ids, $sources::VARCHAR[]) AS touched
-                FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept')
-                  AND ($all OR list_has_any(source_ids, $sources::VARCHAR[]))
+                       id IN (SELECT id FROM touched) AS touched
+                FROM objects WHERE {_CANONICAL} AND ($all OR id IN (SELECT id FROM touched))
             ), {_NODE_REFS}
             SELECT n.id, n.title, n.type, n.kind, n.aliases, count(DISTINCT cl.source_ids[1]) AS docs, n.touched
             FROM refs r JOIN objects cl ON cl.id = r.claim AND cl.type = 'claim' AND cl.status = 'active'

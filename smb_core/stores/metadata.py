@@ -611,6 +611,16 @@ def id_filter(column: str, values: Sequence[str]) -> tuple[str, list]:
     return f"{column} IN ({', '.join(_quote(v) for v in values)})", []
 
 
+def naming_any_source(where: str, param: str = "?") -> str:
+    """An `objects` condition: `where` holds and the object's `source_ids` share an id with the list
+    bound to `param` (`where` must bind nothing itself). DuckDB's list_has_any(source_ids, list) walks
+    the whole list for each row: 400,000 rows against 20,000 sources took 110 s, so a first cycle over a
+    large bank (every document new) grew with its square. Unnesting the rows' lists and semi-joining
+    the list is a hash join (0.07 s there)."""
+    return (f"{where} AND id IN (SELECT id FROM (SELECT id, unnest(source_ids) AS s FROM objects WHERE {where}) "
+            f"WHERE s IN (SELECT unnest({param}::VARCHAR[])))")
+
+
 def _quote(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
