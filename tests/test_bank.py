@@ -342,7 +342,7 @@ def _ingest(bank: Bank, run_id: str):
 
 def _objects_of(bank: Bank, source_id: str) -> dict:
     with bank.reading() as db:
-        return db.get_objects(db.object_ids_for_source(source_id))
+        return db.get_objects(db.object_ids_for_sources([source_id]))
 
 
 def test_a_changed_file_becomes_version_two_and_version_one_is_kept_superseded(bank: Bank):

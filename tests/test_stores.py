@@ -18,7 +18,7 @@ import pytest
 
 from smb_core.embed import MiniLMEmbedder, get_embedder
 from smb_core.model import (
-    Claim, Concept, EdgeType, Entity, EntityKind, ModelError, NodeType, Relationship, SourceDocument, SourceSpan,
+    CanonicalEntity, Claim, Concept, EdgeType, Entity, EntityKind, ModelError, NodeType, Relationship, SourceDocument, SourceSpan,
     Status, from_markdown,
 )
 from smb_core.settings import Settings
@@ -423,7 +423,7 @@ def test_metadata_store_object_queries(tmp_path: Path):
         assert [o.id for o in db.list_objects(layer=1, limit=2, offset=1)] == ["clm-2", "con-1"]  # created, id
         assert db.count_by_type() == {"claim": 2, "concept": 1, "entity": 1, "relationship": 1}
         assert db.count_by_type(status="active") == {"claim": 1, "concept": 1, "entity": 1, "relationship": 1}
-        assert sorted(db.object_ids_for_source("src-1")) == ["clm-1", "con-1", "ent-1", "rel-1"]
+        assert db.object_ids_for_sources(["src-1"]) == ["clm-1", "con-1", "ent-1", "rel-1"]
         assert db.sql("SELECT count(*) FROM spans WHERE object_id = 'ent-1'")[0][0] == 2
         names = set(db.sql("SELECT name, object_id FROM names"))
         assert {("mara okafor", "ent-1"), ("dr okafor", "ent-1"), ("vector index", "con-1"),
@@ -432,6 +432,12 @@ def test_metadata_store_object_queries(tmp_path: Path):
         row = db.sql("SELECT type, layer, status, file_path, embedding_id, source_ids FROM objects "
                      "WHERE id = 'rel-1'")[0]
         assert row == ("relationship", 1, "active", "layer-1/relationships/rel-1.md", None, ["src-1"])
+        db.upsert_objects([CanonicalEntity(id="cen-1", title="Mara Okafor", members=["ent-1", "ent-9"],
+                                           source_ids=["src-0", "src-1"], created=T, modified=T)])
+        assert db.object_ids_for_sources(["src-1", "src-7"]) == ["cen-1", "clm-1", "con-1", "ent-1", "rel-1"]
+        assert db.object_ids_for_sources(["src-0"], "type = 'canonical_entity'") == ["cen-1"]  # its first
+        assert db.object_ids_for_sources(["src-1"], "layer >= 2 OR type = 'claim'") == ["cen-1", "clm-1"]
+        assert db.object_ids_for_sources(["src-7"]) == db.object_ids_for_sources([]) == []
     finally:
         db.close()
 

@@ -294,9 +294,7 @@ class RecallEngine:
         ranked_docs, info = self.rank_documents(db, question)
         top_docs = dict(ranked_docs[:OBJECT_DOCUMENTS])
         best_doc = max(top_docs.values(), default=1.0) or 1.0
-        candidates = {r[0] for r in db.sql(
-            "SELECT id FROM objects WHERE status = 'active' AND layer >= 1 AND list_has_any(source_ids, ?::VARCHAR[])",
-            [list(top_docs)])}
+        candidates = set(db.object_ids_for_sources(list(top_docs), "status = 'active' AND layer >= 1"))
         nearest = self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0]
         candidates.update(object_id for object_id, _ in nearest)
         links = link_text(db, question)

@@ -70,11 +70,8 @@ def bm25_objects(metadata, query: str, source_ids: list[str], k: int) -> list[tu
     """BM25 over the claims of the given documents (to pick the statements inside good documents)."""
     if not source_ids:
         return []
-    rows = metadata.sql(
-        "SELECT id FROM objects WHERE type = 'claim' AND status = 'active' AND list_has_any(source_ids, ?::VARCHAR[])",
-        [source_ids],
-    )
-    return bm25(metadata, query, "claim", k, candidates=[r[0] for r in rows]) if rows else []
+    claims = metadata.object_ids_for_sources(source_ids, "type = 'claim' AND status = 'active'")
+    return bm25(metadata, query, "claim", k, candidates=claims) if claims else []
 
 
 class PostingIndex:
