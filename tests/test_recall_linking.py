@@ -64,3 +64,19 @@ def test_the_hop_embeds_only_the_strongest_sentences_that_yielded_no_claim(bank_
     assert set(out) == set(strength)
     assert all(out[("src-x", span)] == 0.0 for span in spans[: -engine.CONTEXT_EMBED_MAX])
     assert all(out[("src-x", span)] > 0.0 for span in strongest)
+
+
+def test_names_in_a_question_weigh_the_same_from_the_engine_postings_as_from_sql(bank_dir: Path) -> None:
+    """Object recall links a question's names with the IDF of the postings the engine keeps in memory
+    (counting a common word's postings in SQL grows with the bank); the weights must not change."""
+    from smb_core.recall.lexical import PostingIndex
+    from smb_core.recall.linking import link_text, term_idf
+
+    question = "Was Anna Berg, the film producer born in Delft, the director of Harbour Lights?"
+    with MemoryBank.open(bank_dir) as bank, bank._bank.reading() as db:
+        documents = PostingIndex(db, "source")
+        words = {"anna", "berg", "film", "the", "delft", "nowhere"}
+        assert term_idf(db, words, documents) == term_idf(db, words)
+        links = link_text(db, question, documents=documents)
+        assert links == link_text(db, question)
+        assert "harbour lights" in {link.name for link in links}

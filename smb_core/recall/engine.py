@@ -297,7 +297,7 @@ class RecallEngine:
         candidates = set(db.object_ids_for_sources(list(top_docs), "status = 'active' AND layer >= 1"))
         nearest = self.bank.nearest([info["vector"]], 2 * k + 20, statuses=("active",), over=1)[0]
         candidates.update(object_id for object_id, _ in nearest)
-        links = link_text(db, question)
+        links = link_text(db, question, documents=self.names(db).documents)
         graph_paths = self._graph_neighbours(db, links, hops, edge_type)
         candidates.update(graph_paths)
         where, params = id_filter("id", sorted(candidates))

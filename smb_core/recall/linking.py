@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass
 
 from smb_core.extract.base import normalise_name
-from smb_core.recall.lexical import STOP_WORDS
+from smb_core.recall.lexical import STOP_WORDS, PostingIndex, tokenize
+from smb_core.stores.metadata import id_filter
 
 MAX_NGRAM = 10
 
@@ -31,36 +32,35 @@ def ngrams(words: list[str], max_n: int = MAX_NGRAM) -> list[tuple[int, int, str
     return out
 
 
-def term_idf(db, words: set[str]) -> dict[str, float]:
-    """IDF of words over source documents, from the lexical postings."""
-    from smb_core.recall.lexical import tokenize
-
+def term_idf(db, words: set[str], documents: PostingIndex | None = None) -> dict[str, float]:
+    """IDF of words over source documents, from the lexical postings, or from `documents` (the postings
+    a recall engine keeps in memory): counting a common word's postings in SQL grows with the bank."""
     tokens = {w: (tokenize(w) or [w])[0] for w in words}
-    rows = db.sql(
-        "WITH n AS (SELECT count(*) AS n FROM lex_units WHERE kind = 'source') "
-        "SELECT p.term, count(*), any_value(n.n) FROM lex_postings p JOIN lex_units u ON u.unit = p.unit, n "
-        "WHERE u.kind = 'source' AND p.term IN (SELECT unnest(?)) GROUP BY p.term",
-        [sorted(set(tokens.values()))],
-    )
-    total = db.sql("SELECT count(*) FROM lex_units WHERE kind = 'source'")[0][0] or 1
-    df = {t: c for t, c, _ in rows}
+    if documents is not None:
+        df, total = documents.df, documents.total or 1
+    else:
+        rows = db.sql(
+            "SELECT p.term, count(*) FROM lex_postings p JOIN lex_units u ON u.unit = p.unit "
+            "WHERE u.kind = 'source' AND p.term IN (SELECT unnest(?)) GROUP BY p.term",
+            [sorted(set(tokens.values()))],
+        )
+        total = db.sql("SELECT count(*) FROM lex_units WHERE kind = 'source'")[0][0] or 1
+        df = dict(rows)
     return {w: math.log(1 + total / (1 + df.get(t, 0))) for w, t in tokens.items()}
 
 
-def link_text(db, text: str, min_weight: float = 2.0) -> list[Link]:
-    """Names of the bank found in `text`, longest first, non-overlapping, with their specificity."""
+def link_text(db, text: str, min_weight: float = 2.0, documents: PostingIndex | None = None) -> list[Link]:
+    """Names of the bank found in `text`, longest first, non-overlapping, with their specificity
+    (`documents`: see `term_idf`). The n-grams are looked up as constants, through the names index."""
     words = normalise_name(text).split()
     if not words:
         return []
     grams = ngrams(words)
-    rows = db.sql(
-        "SELECT name, list(DISTINCT object_id) FROM names WHERE name IN (SELECT unnest(?)) GROUP BY name",
-        [sorted({g for _, _, g in grams})],
-    )
-    found = dict(rows)
+    where, params = id_filter("name", sorted({g for _, _, g in grams}))
+    found = dict(db.sql(f"SELECT name, list(DISTINCT object_id) FROM names WHERE {where} GROUP BY name", params))
     if not found:
         return []
-    idf = term_idf(db, {w for name in found for w in name.split()})
+    idf = term_idf(db, {w for name in found for w in name.split()}, documents)
     used = [False] * len(words)
     links = []
     for start, end, gram in grams:
