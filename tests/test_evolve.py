@@ -603,10 +603,12 @@ SPEC_DOCS = [
 ]
 
 
+@pytest.mark.parametrize("batch_members", [split.BATCH_MEMBERS, 1])  # 1: each concept examined on its own
 def test_a_cycle_over_100_concepts_merges_duplicates_splits_the_overloaded_and_builds_the_taxonomy(
-        bank: Bank, settings) -> None:
+        bank: Bank, settings, monkeypatch, batch_members: int) -> None:
     """The specification's case: one cycle of the semantic layer over 100+ concept mentions, some
     duplicates under other surface forms and one overloaded name."""
+    monkeypatch.setattr(split, "BATCH_MEMBERS", batch_members)
     for i, sentence in enumerate(SPEC_DOCS):
         write_doc(settings.kbmd_dir, f"doc-{i:02d}.md", f"# Note {i}\n\n{sentence}\n")
     _ingest(bank, settings.kbmd_dir)

@@ -175,11 +175,44 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
             rows = db.sql("SELECT id FROM objects WHERE type = 'canonical_concept' AND status = 'active' "
                           "AND len(derived_from) >= ?", [MIN_MEMBERS])
             candidate_ids = [r[0] for r in rows]
-        concepts = db.get_objects(candidate_ids)
-        fresh: set[str] = set()  # the mentions the documents `grown_since` added
-        if grown_since is not None:  # too few new mentions to re-split: its members are not even read
+        fresh: set[str] | None = None  # the mentions the documents `grown_since` added
+        if grown_since is not None:
             fresh = {r[0] for r in db.sql("SELECT id FROM objects WHERE type = 'concept' AND source IN "
                                           "(SELECT unnest(?::VARCHAR[]))", [list(grown_since)])}
+        where, params = id_filter("id", sorted(set(candidate_ids)))
+        sizes = db.sql(f"SELECT id, len(derived_from) FROM objects WHERE {where} ORDER BY id", params)
+    subs, updated, edges = [], [], []
+    for batch in _batches(sizes, BATCH_MEMBERS):  # each concept is decided on its own members alone
+        found = _split_batch(bank, cycle, batch, fresh)
+        subs += found[0]
+        updated += found[1]
+        edges += found[2]
+    return subs, updated, edges
+
+
+#: Members read at once (about): a first cycle examines every canonical concept, and at 50,000 documents
+#: their members, with their sentences' vectors, would otherwise all be held together.
+BATCH_MEMBERS = 20_000
+
+
+def _batches(sizes: list[tuple[str, int]], limit: int) -> list[list[str]]:
+    """Ids in order, cut where a batch's summed sizes would pass `limit` (a larger one goes alone)."""
+    out, batch, total = [], [], 0
+    for concept_id, size in sizes:
+        if batch and total + (size or 0) > limit:
+            out.append(batch)
+            batch, total = [], 0
+        batch.append(concept_id)
+        total += size or 0
+    return out + [batch] if batch else out
+
+
+def _split_batch(bank: Bank, cycle: Cycle, concept_ids: list[str],
+                 fresh: set[str] | None) -> tuple[list, list, list]:
+    """`split_overloaded` for some of the concepts (`fresh`: the new mentions, None in a global pass)."""
+    with bank.reading() as db:
+        concepts = db.get_objects(concept_ids)
+        if fresh is not None:  # too few new mentions to re-split: its members are not even read
             concepts = {i: c for i, c in concepts.items() if len(fresh.intersection(c.members)) >= MIN_GROUP}
         # Which concepts to examine is decided on the members' sentences alone: a concept with thousands
         # of members that few new mentions reached is not worth parsing every member's JSON.
@@ -194,7 +227,7 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
             located = [(m, window) for m, window in located if window]
             if len(located) < MIN_MEMBERS or concept.status != Status.ACTIVE:
                 continue
-            if grown_since is not None:
+            if fresh is not None:
                 added = sum(1 for m, _ in located if m in fresh)
                 if added < max(MIN_GROUP, RESPLIT_SHARE * len(located)):
                     continue
