@@ -80,15 +80,18 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
     same numbers and the same polarity (so '1874' never supports '1881')."""
     with bank.reading() as db:
         claims = naming_any_source("type = 'claim' AND status = 'active'")
-        rows = db.sql(f"SELECT id, text, source_ids FROM objects WHERE {claims} ORDER BY id", [cycle.source_ids])
+        ids = [r[0] for r in db.sql(f"SELECT id FROM objects WHERE {claims} ORDER BY id", [cycle.source_ids])]
     edges, boosts = [], defaultdict(int)
-    for start in range(0, len(rows), RESTATEMENT_CHUNK):
-        _restated(bank, rows[start:start + RESTATEMENT_CHUNK], path_of, new_paths, edges, boosts)
+    for start in range(0, len(ids), RESTATEMENT_CHUNK):
+        with bank.reading() as db:
+            where, params = id_filter("id", ids[start:start + RESTATEMENT_CHUNK])
+            rows = db.sql(f"SELECT id, text, source_ids FROM objects WHERE {where} ORDER BY id", params)
+        _restated(bank, rows, path_of, new_paths, edges, boosts)
     return edges, dict(boosts)
 
 
-#: New claims looked up at once: a first cycle at 10,000 documents has 210,000, whose vectors and
-#: neighbours would otherwise all be held together.
+#: New claims looked up at once: a first cycle at 10,000 documents has 210,000 (about 1.5 million at
+#: 50,000), whose texts, vectors and neighbours would otherwise all be held together.
 RESTATEMENT_CHUNK = 5_000
 
 
