@@ -438,6 +438,8 @@ def test_metadata_store_object_queries(tmp_path: Path):
         assert db.object_ids_for_sources(["src-0"], "type = 'canonical_entity'") == ["cen-1"]  # its first
         assert db.object_ids_for_sources(["src-1"], "layer >= 2 OR type = 'claim'") == ["cen-1", "clm-1"]
         assert db.object_ids_for_sources(["src-7"]) == db.object_ids_for_sources([]) == []
+        many = [f"src-x{i}" for i in range(3000)]  # past INDEX_LOOKUP_MAX: bound as a list, not constants
+        assert db.object_ids_for_sources([*many, "src-1"]) == db.object_ids_for_sources(["src-1", "src-7"])
     finally:
         db.close()
 
