@@ -79,8 +79,7 @@ def _restatements(bank: Bank, cycle: Cycle, path_of: dict[str, str],
     """New claims that say the same as an older claim from another document: ANN neighbours with the
     same numbers and the same polarity (so '1874' never supports '1881')."""
     with bank.reading() as db:
-        claims = naming_any_source("type = 'claim' AND status = 'active'")
-        ids = [r[0] for r in db.sql(f"SELECT id FROM objects WHERE {claims} ORDER BY id", [cycle.source_ids])]
+        ids = db.object_ids_for_sources(cycle.source_ids, "type = 'claim' AND status = 'active'")
     edges, boosts = [], defaultdict(int)
     for start in range(0, len(ids), RESTATEMENT_CHUNK):
         with bank.reading() as db:

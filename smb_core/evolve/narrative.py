@@ -27,7 +27,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import id_filter, naming_any_source
+from smb_core.stores.metadata import id_filter
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -536,9 +536,9 @@ def evolution_record(bank: Bank, cycle: Cycle, rebuilt: _Rebuilt, retired: int) 
         since = db.sql("SELECT max(finished) FROM cycles WHERE number < ?", [cycle.number])[0][0]
         where, params = id_filter("id", cycle.source_ids)
         documents = db.sql(f"SELECT id, path FROM sources WHERE {where} ORDER BY path", params)
-        extracted = dict(db.sql(f"SELECT type, count(*) FROM objects WHERE {naming_any_source('layer = 1')} "
-                                "GROUP BY type", [cycle.source_ids])) \
-            if cycle.source_ids else {}
+        where, params = id_filter("source", cycle.source_ids)  # a layer-1 object's one source
+        extracted = dict(db.sql(f"SELECT type, count(*) FROM objects WHERE layer = 1 AND {where} GROUP BY type",
+                                params)) if cycle.source_ids else {}
         # a first cycle over a large bank merges hundreds of thousands of members: the groups are counted
         # in SQL and only the objects the record shows (MAX_LISTED per section) are read
         groups = db.sql("SELECT m.survivor, o.type, o.title, count(*) FROM merges m LEFT JOIN objects o "
