@@ -41,10 +41,11 @@ _STOPWORDS = {"the", "a", "an", "of", "in", "on", "at", "to", "and", "or", "for"
               "was", "are", "were", "be", "been", "it", "its", "that", "this", "which", "who"}
 
 
+#: The objects a theme can be: active canonical entities and concepts.
+_CANONICAL = "status = 'active' AND type IN ('canonical_entity', 'canonical_concept')"
 #: Claims referencing the canonical objects in a `nodes(id, members)` CTE. A canonical object's `members`
 #: are the layer-1 objects whose `merged_into` points to it, so reading them replaces
 #: `abstractions.REFS`, which scans every entity and concept in the bank to build that mapping.
-_CANONICAL = "status = 'active' AND type IN ('canonical_entity', 'canonical_concept')"
 _NODE_REFS = """
     canon AS (SELECT id AS node, unnest(members) AS member FROM nodes UNION ALL SELECT id, id FROM nodes),
     refs AS (
