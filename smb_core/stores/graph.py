@@ -176,8 +176,7 @@ class GraphStore:
             graph = self.ensure_loaded()
             return graph.number_of_nodes(), graph.number_of_edges()
         with self._folded() as con:
-            return (con.execute("SELECT count(*) FROM folded_nodes").fetchone()[0],
-                    con.execute("SELECT count(*) FROM folded_edges").fetchone()[0])
+            return graph_snapshot.folded_counts(con)
 
     @contextmanager
     def _folded(self) -> Iterator[Any]:

@@ -24,6 +24,8 @@ from typing import IO
 import duckdb
 import networkx as nx
 
+from smb_core.stores.metadata import sql_literal
+
 _OPS_COLUMNS = "{'s': 'BIGINT', 'o': 'VARCHAR', 'h': 'VARCHAR', 't': 'VARCHAR', 'k': 'VARCHAR', 'a': 'JSON'}"
 _MERGED = "list_reduce(list(a ORDER BY s), lambda x, y: json_merge_patch(x, y))"
 # Most nodes and edges are written once: only those written several times are merged with a list
@@ -85,14 +87,20 @@ def write_graph_ops(graph: nx.MultiDiGraph, handle: IO[str]) -> None:
 def folded(snapshot: Path | None, ops: Path, memory_limit: str | None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A DuckDB connection holding `folded_nodes` (h, a) and `folded_edges` (h, t, k, a): the snapshot
     (if any) with the operations in `ops` (written by `write_ops`) applied in order."""
-    sources = [f"SELECT s, o, h, t, k, a FROM read_json({_quoted(ops)}, format = 'newline_delimited', "
+    sources = [f"SELECT s, o, h, t, k, a FROM read_json({sql_literal(ops)}, format = 'newline_delimited', "
                f"columns = {_OPS_COLUMNS})"]
     if snapshot is not None:
         sources.append(f"SELECT -1::BIGINT AS s, kind AS o, head AS h, tail AS t, key AS k, attrs::JSON AS a "
-                       f"FROM read_parquet({_quoted(snapshot)})")
+                       f"FROM read_parquet({sql_literal(snapshot)})")
     with _connection(memory_limit, ops.parent) as con:
         con.execute(_FOLD.replace("{sources}", " UNION ALL ".join(sources)))
         yield con
+
+
+def folded_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(nodes, edges) of the folded graph."""
+    return (con.execute("SELECT count(*) FROM folded_nodes").fetchone()[0],
+            con.execute("SELECT count(*) FROM folded_edges").fetchone()[0])
 
 
 def folded_stats(con: duckdb.DuckDBPyConnection) -> dict:
@@ -109,9 +117,10 @@ def folded_stats(con: duckdb.DuckDBPyConnection) -> dict:
         if not con.execute("SELECT count(*) FROM relabelled").fetchone()[0]:
             break
         con.execute("UPDATE labels SET label = r.label FROM relabelled r WHERE labels.node = r.node")
+    nodes, edges = folded_counts(con)
     return {
-        "nodes": con.execute("SELECT count(*) FROM folded_nodes").fetchone()[0],
-        "edges": con.execute("SELECT count(*) FROM folded_edges").fetchone()[0],
+        "nodes": nodes,
+        "edges": edges,
         "node_types": dict(con.execute("SELECT a->>'type', count(*) FROM folded_nodes GROUP BY ALL").fetchall()),
         "edge_types": dict(con.execute("SELECT a->>'edge_type', count(*) FROM folded_edges GROUP BY ALL").fetchall()),
         "components": con.execute("SELECT count(DISTINCT label) FROM labels").fetchone()[0],
@@ -124,7 +133,7 @@ def write_snapshot(con: duckdb.DuckDBPyConnection, target: Path) -> None:
     try:
         con.execute(f"COPY (SELECT 'n' AS kind, h AS head, NULL::VARCHAR AS tail, NULL::VARCHAR AS key, "
                     f"a::VARCHAR AS attrs FROM folded_nodes UNION ALL "
-                    f"SELECT 'e', h, t, k, a::VARCHAR FROM folded_edges) TO {_quoted(tmp)} (FORMAT parquet)")
+                    f"SELECT 'e', h, t, k, a::VARCHAR FROM folded_edges) TO {sql_literal(tmp)} (FORMAT parquet)")
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -138,7 +147,7 @@ def write_snapshot(con: duckdb.DuckDBPyConnection, target: Path) -> None:
 def read_snapshot(snapshot: Path, graph: nx.MultiDiGraph, memory_limit: str | None, batch: int = 50_000) -> None:
     """Add the snapshot's nodes and edges to `graph` (one scan, so one version of the file)."""
     with tempfile.TemporaryDirectory(prefix="smb-graph-") as spill, _connection(memory_limit, Path(spill)) as con:
-        cursor = con.execute(f"SELECT kind, head, tail, key, attrs FROM read_parquet({_quoted(snapshot)})")
+        cursor = con.execute(f"SELECT kind, head, tail, key, attrs FROM read_parquet({sql_literal(snapshot)})")
         while rows := cursor.fetchmany(batch):
             graph.add_nodes_from((head, json.loads(attrs)) for kind, head, _, _, attrs in rows if kind == "n")
             graph.add_edges_from((head, tail, key, json.loads(attrs))
@@ -148,7 +157,7 @@ def read_snapshot(snapshot: Path, graph: nx.MultiDiGraph, memory_limit: str | No
 def nodes_in_snapshot(snapshot: Path, nodes: set[str], memory_limit: str | None) -> set[str]:
     """Those of `nodes` the snapshot has, without reading the rest of it into memory."""
     with tempfile.TemporaryDirectory(prefix="smb-graph-") as spill, _connection(memory_limit, Path(spill)) as con:
-        rows = con.execute(f"SELECT head FROM read_parquet({_quoted(snapshot)}) WHERE kind = 'n' "
+        rows = con.execute(f"SELECT head FROM read_parquet({sql_literal(snapshot)}) WHERE kind = 'n' "
                            "AND head IN (SELECT unnest(?::VARCHAR[]))", [sorted(nodes)]).fetchall()
     return {row[0] for row in rows}
 
@@ -163,7 +172,3 @@ def _connection(memory_limit: str | None, spill: Path) -> Iterator[duckdb.DuckDB
         yield con
     finally:
         con.close()
-
-
-def _quoted(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"

@@ -172,9 +172,9 @@ class _ReadOnlyAttachments:
                 self._detach(path)
             if path not in self._stamps:
                 if memory_limit:
-                    self._instance.execute(f"SET memory_limit = {_quoted(memory_limit)}")
+                    self._instance.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
                 self._spill_next_to(path)
-                self._instance.execute(f"ATTACH {_quoted(str(path))} AS {alias} (READ_ONLY)")
+                self._instance.execute(f"ATTACH {sql_literal(path)} AS {alias} (READ_ONLY)")
                 self._stamps[path] = _stamp(path)
             self._sessions[path] = self._sessions.get(path, 0) + 1
             cursor = self._instance.cursor()
@@ -187,7 +187,7 @@ class _ReadOnlyAttachments:
         large bank that spilled then broke every later session of the process (a first cycle at
         10,000 documents failed in its semantic layer). The directory in use then stays."""
         try:
-            self._instance.execute(f"SET temp_directory = {_quoted(f'{path}.tmp')}")
+            self._instance.execute(f"SET temp_directory = {sql_literal(f'{path}.tmp')}")
         except duckdb.NotImplementedException:  # "cannot switch temporary directory after ... used"
             pass
 
@@ -264,10 +264,6 @@ def _stamp(path: Path) -> tuple:
 
 def _alias(path: Path) -> str:
     return "bank_" + hashlib.sha1(str(path).encode()).hexdigest()[:16]
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 _READERS = _ReadOnlyAttachments()
@@ -620,7 +616,7 @@ def id_filter(column: str, values: Sequence[str]) -> tuple[str, list]:
         return "false", []
     if len(values) > INDEX_LOOKUP_MAX:
         return f"{column} IN (SELECT unnest(?))", [values]
-    return f"{column} IN ({', '.join(_quote(v) for v in values)})", []
+    return f"{column} IN ({', '.join(sql_literal(v) for v in values)})", []
 
 
 def naming_any_source(where: str, param: str = "?") -> str:
@@ -633,7 +629,9 @@ def naming_any_source(where: str, param: str = "?") -> str:
             f"WHERE s IN (SELECT unnest({param}::VARCHAR[])))")
 
 
-def _quote(value: str) -> str:
+def sql_literal(value: object) -> str:
+    """`value` as a quoted SQL string constant (quotes doubled), for statements that cannot bind it:
+    ATTACH and SET, file paths in read_parquet or COPY, IN lists DuckDB looks up in an index."""
     return "'" + str(value).replace("'", "''") + "'"
 
 
