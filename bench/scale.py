@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
 import shutil
@@ -49,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import current_rss_mb, load_2wiki, peak_rss_mb, percentile, slug  # noqa: E402
+from common import current_rss_mb, in_child, load_2wiki, peak_rss_mb, percentile, slug  # noqa: E402
 from generate import generate_document, generated_questions  # noqa: E402
 
 from smb_core.fsutil import atomic_write_text  # noqa: E402
@@ -362,16 +361,6 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
         queue.put({"size": size, "error": f"{exc!r}\n{traceback.format_exc()}"})
 
 
-def in_child(size: int, root: Path, reuse: bool, mode: str) -> dict:
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=run_size, args=(size, str(root), reuse, mode, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
-
-
 # ---- report ------------------------------------------------------------------------------------
 
 def _f(value, spec: str, width: int) -> str:
@@ -448,7 +437,7 @@ def main() -> None:
     rows = []
     print(HEADER, flush=True)
     for size in sizes:
-        row = in_child(size, root, args.reuse, args.ingest_mode)
+        row = in_child(run_size, size, str(root), args.reuse, args.ingest_mode)
         if "error" in row:
             print(f"N={size} failed: {row['error']}", file=sys.stderr, flush=True)
             continue
