@@ -57,3 +57,10 @@ def extracted_bank(root: Path, docs: dict[str, str]) -> Path:
     outcomes = ingest_sources(bank, scan(corpus), corpus, run_id="test")
     extract_sources(bank, [o.source_id for o in outcomes], get_extractor(bank.settings), run_id="test")
     return bank_path
+
+
+def canonical_objects(bank: Bank, merged) -> list:
+    """The canonical objects a `merge.merge` made or extended, as stored (its result keeps their ids)."""
+    with bank.reading() as db:
+        found = db.get_objects(sorted(merged.canonical_ids))
+    return [found[i] for i in sorted(found)]

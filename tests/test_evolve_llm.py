@@ -16,7 +16,7 @@ from smb_core.evolve.cycle import open_cycle
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.model import Entity, EntityKind, stable_id
 from smb_core.settings import Settings
-from tests.conftest import write_doc
+from tests.conftest import canonical_objects, write_doc
 from tests.fake_ollama import CHAT_MODEL, FakeOllama
 
 
@@ -63,7 +63,7 @@ LABS, LABORATORIES, OKAFOR_A, OKAFOR_C = (e.id for e in ENTITIES)
 def _merge_groups(bank: Bank) -> list[list[str]]:
     bank.write(ENTITIES)
     result = merge.merge(bank, open_cycle(bank, "cycle-00001", "run-1"), [e.id for e in ENTITIES])
-    return sorted(sorted(c.members) for c in result.canonical)
+    return sorted(sorted(c.members) for c in canonical_objects(bank, result))
 
 
 def test_without_llm_the_rules_merge_the_borderline_pair(bank: Bank) -> None:

@@ -53,11 +53,18 @@ BORDERLINE = 0.05
 MERGE_RECORD_COLUMNS = ["cycle", "survivor", "member", "score", "signals", "moved_from", "redirected_edges"]
 
 
+#: Canonical objects a merge keeps whole for the cycle's digest (the rest by id only).
+SHOWN = 10
+
+
 @dataclass
 class MergeResult:
-    canonical: list[MemoryObject] = field(default_factory=list)
+    #: Every canonical object the merge made or extended: id -> type. Ids only: a first cycle over a large
+    #: corpus makes one for most names seen in two documents, and kept whole, with their member lists,
+    #: every chunk's objects stayed in memory until the layer ended.
+    canonical_ids: dict[str, str] = field(default_factory=dict)
+    shown: list[MemoryObject] = field(default_factory=list)  # the first SHOWN of them, as last written
     merged_ids: set[str] = field(default_factory=set)  # members that joined a canonical object
-    groups: int = 0
     redirected_edges: int = 0
     absorbed: int = 0  # canonical objects of earlier cycles joined into another by a new mention
     repointed: int = 0  # absorbed canonical objects pointed on to the end of their chain
@@ -65,6 +72,10 @@ class MergeResult:
     @property
     def merged_members(self) -> int:
         return len(self.merged_ids)
+
+    @property
+    def groups(self) -> int:
+        return len(self.canonical_ids)
 
 
 #: Kind pairs that NER rarely confuses: such a pair is a homonym, not one thing mislabelled.
@@ -529,19 +540,22 @@ MERGE_CHUNK = 20_000
 
 def merge(bank: Bank, cycle: Cycle, new_ids: list[str], chunk: int = MERGE_CHUNK) -> MergeResult:
     """Merge the new objects with what they duplicate; extend existing canonical objects when possible."""
-    result, canonical = MergeResult(), {}
+    result, shown = MergeResult(), {}
     for ids in _document_chunks(bank, new_ids, chunk):
-        part = _merge(bank, cycle, ids)
-        canonical.update((c.id, c) for c in part.canonical)  # a later chunk's version of one is the latest
+        part, made = _merge(bank, cycle, ids)
+        for c in made:
+            result.canonical_ids[c.id] = c.type.value
+            if c.id in shown or len(shown) < SHOWN:
+                shown[c.id] = c  # a later chunk's version of one is the latest
         result.merged_ids |= part.merged_ids  # a member a later chunk moves on is counted once
         result.redirected_edges += part.redirected_edges
         result.absorbed += part.absorbed
     result.repointed = repoint_absorbed(bank, cycle)  # also mends banks evolved before it existed
     if result.absorbed:  # a canonical object a later chunk absorbed is no longer one
         with bank.reading() as db:
-            active = {i for i, _, status, _ in db.object_summaries(list(canonical)) if status == "active"}
-        canonical = {i: c for i, c in canonical.items() if i in active}
-    result.canonical, result.groups = list(canonical.values()), len(canonical)
+            active = {i for i, _, status, _ in db.object_summaries(list(result.canonical_ids)) if status == "active"}
+        result.canonical_ids = {i: t for i, t in result.canonical_ids.items() if i in active}
+    result.shown = [c for i, c in shown.items() if i in result.canonical_ids]
     return result
 
 
@@ -565,13 +579,14 @@ def _document_chunks(bank: Bank, ids: list[str], size: int) -> Iterator[list[str
         yield chunk
 
 
-def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
+def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> tuple[MergeResult, list[MemoryObject]]:
+    """Merge one chunk; also returns the canonical objects it wrote."""
     pairs = find_pairs(bank, new_ids)
     result = MergeResult()
     titles, full_names = _full_names(bank, pairs) if pairs else ({}, {})
     groups = _groups(pairs, titles, full_names) if pairs else []
     if not groups:
-        return result
+        return result, []
     signals: dict[str, tuple[float, dict]] = {}  # the first pair each member was accepted in
     for a, b, score, sig in pairs:
         signals.setdefault(a, (score, sig))
@@ -679,10 +694,9 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> MergeResult:
     with bank.writing() as db:
         db.insert_rows("merges", MERGE_RECORD_COLUMNS,
                        [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
-    result.canonical, result.groups = canonical_objects, len(canonical_objects)
     result.merged_ids, result.redirected_edges = {o.id for o in updated_members}, len(removed)
     result.absorbed = len(absorbed)
-    return result
+    return result, canonical_objects
 
 
 def _redirect(canonical_of: dict[str, str], edges_of: dict[str, list[tuple]]):

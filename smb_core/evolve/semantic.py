@@ -14,7 +14,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
     new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
     merged = merge.merge(bank, cycle, new_ids)
-    touched = {c.id for c in merged.canonical if c.type.value == "canonical_concept"}
+    touched = {i for i, kind in merged.canonical_ids.items() if kind == "canonical_concept"}
     grown_since = sources_since_global_passes(bank, cycle)
     if cycle.global_passes:  # also the concepts that grew only in the cycles that skipped them
         touched.update(split.concepts_grown_by(bank, grown_since))
@@ -49,6 +49,6 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         result.counts.update(taxonomy_nodes=len(kinds), clusters=len(clusters), communities=len(found),
                              groupings_superseded=retired, member_lists_repaired=repaired)
     result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
-    result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.canonical[:10]]
+    result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.shown]
     result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]
     return result
