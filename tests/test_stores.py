@@ -499,6 +499,25 @@ def test_metadata_read_only_on_missing_file_is_empty_not_an_error(tmp_path: Path
     assert not (tmp_path / "none.duckdb").exists()
 
 
+def test_metadata_file_is_created_with_its_whole_schema_or_not_at_all(tmp_path: Path, monkeypatch):
+    """A writer that stops while creating the tables leaves no file (before: a file with the first
+    tables only, which every later read session failed on), and the next writer creates it whole."""
+    path = tmp_path / "metadata.duckdb"
+    whole = metadata_module._SCHEMA
+    monkeypatch.setattr(metadata_module, "_SCHEMA", whole + "CREATE TABLE stops_here (x NO_SUCH_TYPE);")
+    with pytest.raises(Exception, match="NO_SUCH_TYPE"):
+        MetadataStore(path).connect()
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(metadata_module, "_SCHEMA", whole)
+    MetadataStore(path).connect().close()
+    reader = MetadataStore(path, read_only=True).connect()
+    try:
+        assert reader.sql("SELECT count(*) FROM extractions") == [(0,)]
+        assert reader.sql("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(metadata_module.SCHEMA_VERSION),)]
+    finally:
+        reader.close()
+
+
 _OTHER_PROCESS_WRITES = """
 import sys, duckdb
 con = duckdb.connect(sys.argv[1])

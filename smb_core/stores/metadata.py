@@ -293,13 +293,36 @@ class MetadataStore:
         if self.read_only:
             self.con, self._attached = _READERS.open(self.path, self.memory_limit), True
             return self
+        if not self.path.exists():
+            self._create()
         self.con = self._connect_for_writing()
-        if not self.read_only and self.path not in _SCHEMA_READY:
+        if self.path not in _SCHEMA_READY:
             self._add_older_banks_columns()
+            self.con.execute("BEGIN TRANSACTION")  # tables a newer version adds: all of them or none
             self.con.execute(_SCHEMA)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            self.con.execute("COMMIT")
             _SCHEMA_READY.add(self.path)
         return self
+
+    def _create(self) -> None:
+        """Make the bank's file with its whole schema, or not at all: DuckDB commits a script's
+        statements one by one, so a process killed while it created the tables left a file with some
+        of them, on which every read session then failed ("Table with name extractions does not
+        exist"). The schema is written to a temporary file, which is renamed into place."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        for stale in (tmp, Path(f"{tmp}.wal"), Path(f"{self.path}.wal")):  # a log without its file is nobody's
+            stale.unlink(missing_ok=True)
+        try:
+            con = duckdb.connect(str(tmp))
+            try:
+                con.execute(_SCHEMA)
+                con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            finally:
+                con.close()
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def _connect_for_writing(self) -> duckdb.DuckDBPyConnection:
         """A read-write connection, once other processes' read attachments have let go of the file."""
