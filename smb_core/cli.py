@@ -39,6 +39,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"error: corpus folder {settings.kbmd_dir} does not exist", file=sys.stderr)
         return 1
     report = run_ingest(settings)
+    _say_released(report.released)
     bank = Bank(settings=settings)
     with bank.reading() as db:
         rejected = db.sql("SELECT path, reason FROM rejections WHERE run_id IN (SELECT unnest(?)) ORDER BY path",
@@ -66,6 +67,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     key, report = run_evolve(settings)
+    _say_released(report.released)
     with _bank(settings).reading() as db:
         counts = db.sql("SELECT counts FROM cycles WHERE key = ?", [key])
     for failure in report.failures:
@@ -74,6 +76,12 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     if counts and counts[0][0]:
         print(counts[0][0])
     return 0 if report.success else 1
+
+
+def _say_released(run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        print(f"note: dagster run {run_id} had stopped with its process; marked failed, and the bank freed "
+              "for the next runs (its finished partitions stay; this run redid the rest)", file=sys.stderr)
 
 
 def cmd_contradictions(args: argparse.Namespace) -> int:

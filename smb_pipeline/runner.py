@@ -3,6 +3,7 @@ so that runs started from the command line show up in the Dagster UI later (`smb
 
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,11 +75,49 @@ def instance_for(bank_dir: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(dagster_home(bank_dir)))
 
 
+#: Tags of a run that `smb` executes in its own process: which process on which machine, so that a later
+#: `smb` can tell that the run died with it.
+PID_TAG, HOST_TAG = "smb/pid", "smb/host"
+UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+
+
+def process_tags() -> dict[str, str]:
+    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def release_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Fail the runs `smb` executed in a process of this machine that no longer exists, and free the
+    bank's pool slot they held; returns their ids. Dagster frees a step's slot when the step ends, even
+    by an exception or SIGTERM, but a process killed outright (SIGKILL, the OOM killer, a power cut)
+    leaves its run STARTED and the slot claimed, and every later run on the bank would wait for it
+    forever. A run of another machine, or of a live process, is left alone: it may still be working."""
+    host, released = socket.gethostname(), []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host})):
+        pid = int(run.tags.get(PID_TAG, "0"))
+        if pid and not _process_exists(pid):
+            instance.report_run_failed(run, message=f"its process ({pid} on {host}) ended without finishing it; "
+                                                    "a later `smb` run freed the bank for the next runs")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            released.append(run.run_id)
+    return released
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @dataclass
 class RunReport:
     run_ids: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     documents: int = 0  # corpus files scanned
+    released: list[str] = field(default_factory=list)  # runs of dead processes failed first (release_dead_runs)
 
     @property
     def success(self) -> bool:
@@ -108,10 +147,11 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
                                                        get_extractor(settings).version)}
     job = defs().resolve_job_def("ingest")
     run_config = _run_config(settings, log_level)
-    report = RunReport(documents=len(files))
+    report = RunReport(documents=len(files), released=release_dead_runs(instance))
     for first, last in contiguous_ranges(ordered, wanted, DOCUMENTS_PER_RUN):
         result = job.execute_in_process(
-            instance=instance, run_config=run_config, tags=range_tags(first, last), raise_on_error=False
+            instance=instance, run_config=run_config, tags=range_tags(first, last) | process_tags(),
+            raise_on_error=False,
         )
         report.run_ids.append(result.run_id)
         if not result.success:
@@ -131,15 +171,16 @@ def run_evolve(settings: Settings, instance: dg.DagsterInstance | None = None,
 
     use_compact_planned_events()
     instance = instance or instance_for(settings.memory_bank_dir)
+    released = release_dead_runs(instance)
     bank = Bank(settings=settings)
     key = next_cycle_key(bank)
     if not instance.has_dynamic_partition(cycles.name, key):
         instance.add_dynamic_partitions(cycles.name, [key])
     result = defs().resolve_job_def("evolve").execute_in_process(
         instance=instance, partition_key=key, asset_selection=layers_to_run(bank, key),
-        run_config=_run_config(settings, log_level), raise_on_error=False,
+        run_config=_run_config(settings, log_level), tags=process_tags(), raise_on_error=False,
     )
-    report = RunReport(run_ids=[result.run_id])
+    report = RunReport(run_ids=[result.run_id], released=released)
     if not result.success:
         report.failures.extend(_failure_messages(result))
     return key, report

@@ -53,3 +53,36 @@ def test_pipeline_ingest_and_agent_loop_run_concurrently(tmp_path: Path) -> None
         assert first_ingested < result["finished"], "the ingest must write while the agent is still running"
         status = bank._bank.status()
     assert status["consistent"], status
+
+
+@pytest.mark.slow
+def test_a_run_whose_process_was_killed_does_not_hold_the_bank(tmp_path: Path, sample_corpus: Path) -> None:
+    """`smb ingest` killed outright (SIGKILL) inside its step keeps the bank's pool slot: the next run
+    fails the dead run, frees the slot and ingests the rest (before, it waited for the slot forever)."""
+    import dagster as dg
+
+    from smb_core.corpus import scan
+    from smb_pipeline.runner import instance_for
+
+    bank_dir = tmp_path / "bank"
+    instance_for(bank_dir).dispose()  # its storage made before two processes open it
+    smb = [sys.executable, "-m", "smb_core.cli", "ingest", "--bank", str(bank_dir), "--source", str(sample_corpus)]
+    first = subprocess.Popen(smb, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held_by, deadline = [], time.monotonic() + 300
+    while not held_by and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        with instance_for(bank_dir) as instance:
+            held_by = [s.run_id for s in instance.event_log_storage.get_concurrency_info("smb_bank").claimed_slots]
+    first.kill()
+    first.wait()
+    assert held_by, "the first ingest never took the bank's pool slot"
+
+    second = subprocess.run(smb, cwd=REPO, capture_output=True, text=True, timeout=180)  # it used to wait forever
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"dagster run {held_by[0]} had stopped with its process" in second.stderr
+    with instance_for(bank_dir) as instance:
+        assert instance.get_run_by_id(held_by[0]).status == dg.DagsterRunStatus.FAILURE
+        assert instance.event_log_storage.get_concurrency_info("smb_bank").claimed_slots == []
+    with MemoryBank.open(bank_dir) as bank:
+        status = bank._bank.status()
+    assert status["consistent"] and status["documents"] == len(scan(sample_corpus)), status
