@@ -150,16 +150,18 @@ def sensor_tick(settings, instance, cursor: str | None):
 def ingest_by_sensor(settings, instance, cursor: str | None) -> str | None:
     """What the daemon does: a sensor tick, its new partitions, then each requested run in-process."""
     from smb_pipeline.definitions import defs
-    from smb_pipeline.runner import _failure_messages, _run_config, use_compact_planned_events
+    from smb_pipeline.runner import (_failure_messages, _run_config, process_tags, release_dead_runs,
+                                     use_compact_planned_events)
 
     use_compact_planned_events()
+    release_dead_runs(instance)  # a stopped earlier run of this bench would hold the bank's pool slot
     _, result, cursor = sensor_tick(settings, instance, cursor)
     for request in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     job = defs().resolve_job_def("ingest")
     for request in result.run_requests or []:
         run = job.execute_in_process(instance=instance, run_config=_run_config(settings, "WARNING"),
-                                     tags=request.tags, raise_on_error=False)
+                                     tags=request.tags | process_tags(), raise_on_error=False)
         if not run.success:
             raise RuntimeError(f"ingest run failed: {_failure_messages(run)}")
     return cursor
