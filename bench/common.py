@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import queue
 import re
 import resource
 from pathlib import Path
@@ -56,12 +57,37 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def in_child(target, *args) -> dict:
-    """Run `target(*args, queue)` in a fresh (spawned) process and return what it puts on the queue:
-    each side of a comparison then has its own peak RSS."""
-    queue = mp.get_context("spawn").Queue()
-    process = mp.get_context("spawn").Process(target=target, args=(*args, queue))
+def in_child(target, *args):
+    """Run `target(*args)` in a fresh (spawned) process and return what it returns: each side of a
+    comparison, and each step that a real deployment runs in its own process (`smb evolve`, a run the
+    Dagster daemon launches), then has its own peak RSS and nothing cached from an earlier step. An
+    exception in the child is raised here; a child that dies without a result (killed, out of memory)
+    is an error, not a wait forever."""
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_return_through, args=(results, target, *args))
     process.start()
-    result = queue.get()
+    while True:
+        try:
+            ok, value = results.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if not process.is_alive():
+                try:  # it may have put its result just before it ended
+                    ok, value = results.get(timeout=1.0)
+                    break
+                except queue.Empty:
+                    raise RuntimeError(f"{target.__name__} ended (exit code {process.exitcode}) "
+                                       "without a result") from None
     process.join()
-    return result
+    if not ok:
+        raise value
+    return value
+
+
+def _return_through(results, target, *args) -> None:
+    try:
+        results.put((True, target(*args)))
+    except BaseException as exc:  # raised again in the parent
+        results.put((False, exc))
+        raise

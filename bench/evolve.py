@@ -17,7 +17,6 @@ layer took in both cycles and the peak RSS of the largest cycle process.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import resource
 import shutil
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_2wiki, write_corpus  # noqa: E402
+from common import in_child, load_2wiki, write_corpus  # noqa: E402
 
 from smb_core.bank import Bank  # noqa: E402
 from smb_core.settings import Settings  # noqa: E402
@@ -63,28 +62,6 @@ def _files_written_since(bank_dir: Path, since: float) -> int:
     return sum(1 for path in MarkdownStore(bank_dir).iter_paths() if path.stat().st_mtime >= since)
 
 
-def _in_child(target, *args) -> dict:
-    """Run target(*args) in a fresh process, as each `smb evolve` (or a run the Dagster daemon launches)
-    is: nothing is cached from an earlier cycle, and the process's peak RSS is this step's."""
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_put, args=(queue, target, *args))
-    process.start()
-    result = queue.get()
-    process.join()
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def _put(queue, target, *args) -> None:
-    try:
-        queue.put(target(*args))
-    except BaseException as exc:  # the parent re-raises it
-        queue.put(exc)
-        raise
-
-
 def run_size(size: int, increment: int, root: Path, reuse: bool = False, repeat: int = 3) -> dict:
     passages, _ = load_2wiki()
     # the same held-back passages at every size: the incremental cycles get the same new work to do
@@ -93,13 +70,13 @@ def run_size(size: int, increment: int, root: Path, reuse: bool = False, repeat:
     settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
     if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
         write_corpus(base, corpus)
-        _in_child(_ingest, settings)
+        in_child(_ingest, settings)
     objects = _object_count(settings)
-    full = _in_child(_cycle, settings)
+    full = in_child(_cycle, settings)
     for i, passage in enumerate(extra):  # new documents since the first cycle
         (corpus / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n", encoding="utf-8")
     before = _object_count(settings)
-    added = _in_child(_ingest, settings)["objects"] - before
+    added = in_child(_ingest, settings)["objects"] - before
     # The incremental cycle is timed `repeat` times from the same starting bank (one run on this
     # machine varies by +-20%); the median is reported.
     snapshot = root / f"bank-{size}-before-incremental"
@@ -110,7 +87,7 @@ def run_size(size: int, increment: int, root: Path, reuse: bool = False, repeat:
         if attempt:
             shutil.rmtree(settings.memory_bank_dir)
             shutil.copytree(snapshot, settings.memory_bank_dir, symlinks=True)
-        runs.append(_in_child(_cycle, settings))
+        runs.append(in_child(_cycle, settings))
     shutil.rmtree(snapshot)
     median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
     return {"size": size, "objects": objects, "full_s": full["seconds"], "added_objects": added,

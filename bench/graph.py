@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import multiprocessing as mp
 import pickle
 import random
 import resource
@@ -58,16 +57,16 @@ def _build(directory: Path, nodes: int, edges: int, seed: int = 7) -> None:
             store.compact()
 
 
-def _fold(directory: str, memory_limit: str, queue: mp.Queue) -> None:
+def _fold(directory: str, memory_limit: str) -> dict:
     from smb_core.stores.graph import GraphStore
 
     started = time.perf_counter()
     store = GraphStore(Path(directory), memory_limit=memory_limit)
     store.compact()
-    queue.put({"seconds": time.perf_counter() - started, "rss_mb": _rss_mb(), "counts": store.counts()})
+    return {"seconds": time.perf_counter() - started, "rss_mb": _rss_mb(), "counts": store.counts()}
 
 
-def _networkx(directory: str, dump: bool, queue: mp.Queue) -> None:
+def _networkx(directory: str, dump: bool) -> dict:
     from smb_core.stores.graph import GraphStore
 
     started = time.perf_counter()
@@ -76,13 +75,13 @@ def _networkx(directory: str, dump: bool, queue: mp.Queue) -> None:
         size = len(pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
     else:
         size = 0
-    queue.put({"seconds": time.perf_counter() - started, "rss_mb": _rss_mb(),
-               "counts": (graph.number_of_nodes(), graph.number_of_edges()), "pickle_bytes": size})
+    return {"seconds": time.perf_counter() - started, "rss_mb": _rss_mb(),
+            "counts": (graph.number_of_nodes(), graph.number_of_edges()), "pickle_bytes": size}
 
 
-def _baseline(queue: mp.Queue) -> None:
+def _baseline() -> dict:
     importlib.import_module("smb_core.stores.graph")  # the imports every side pays
-    queue.put({"rss_mb": _rss_mb()})
+    return {"rss_mb": _rss_mb()}
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import resource
 import sys
 import tempfile
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import in_child, load_2wiki, write_corpus  # noqa: E402
 
 
-def _ours(corpus_dir: str, bank_dir: str, queue: mp.Queue) -> None:
+def _ours(corpus_dir: str, bank_dir: str) -> dict:
     from smb_core.bank import Bank
     from smb_core.settings import Settings
     from smb_pipeline.runner import run_ingest
@@ -34,12 +33,12 @@ def _ours(corpus_dir: str, bank_dir: str, queue: mp.Queue) -> None:
     report = run_ingest(settings)
     seconds = time.perf_counter() - started
     status = Bank(settings=settings).status()
-    queue.put({"seconds": seconds, "ok": report.success, "objects": sum(status["types"].values()),
-               "documents": status["documents"], "consistent": status["consistent"],
-               "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return {"seconds": seconds, "ok": report.success, "objects": sum(status["types"].values()),
+            "documents": status["documents"], "consistent": status["consistent"],
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _baseline(texts: list[str], chroma_dir: str, queue: mp.Queue) -> None:
+def _baseline(texts: list[str], chroma_dir: str) -> dict:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -53,8 +52,8 @@ def _baseline(texts: list[str], chroma_dir: str, queue: mp.Queue) -> None:
     for start in range(0, len(texts), 4000):
         collection.add(ids=[str(i) for i in range(start, min(start + 4000, len(texts)))],
                        embeddings=vectors[start : start + 4000])
-    queue.put({"seconds": time.perf_counter() - started,
-               "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return {"seconds": time.perf_counter() - started,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main() -> None:

@@ -320,7 +320,7 @@ def measure(size: int, settings, questions: list[dict]) -> dict:
     }
 
 
-def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
+def run_size(size: int, root: str, reuse: bool, mode: str) -> dict:
     try:
         from smb_core.settings import Settings
 
@@ -358,9 +358,9 @@ def run_size(size: int, root: str, reuse: bool, mode: str, queue) -> None:
             saved.write_text(json.dumps(row, indent=1))
         row.update(measure(size, settings, questions))
         row["rss_mb"] = max(peak_rss_mb(), row.get("build_rss_mb", 0))
-        queue.put(row)
-    except BaseException as exc:  # report to the parent instead of hanging it
-        queue.put({"size": size, "error": f"{exc!r}\n{traceback.format_exc()}"})
+        return row
+    except Exception as exc:  # a row that says so; the other sizes still run
+        return {"size": size, "error": f"{exc!r}\n{traceback.format_exc()}"}
 
 
 # ---- report ------------------------------------------------------------------------------------

@@ -75,3 +75,26 @@ def test_a_stopped_scale_run_goes_on_from_its_last_finished_slice(scale, tmp_pat
     calls.clear()
     again = scale.build(10, settings, PASSAGES, "run_ingest", progress)  # everything recorded: nothing is redone
     assert not calls and again["evolve_s"] == row["evolve_s"]
+
+
+def _returns(x: int) -> dict:
+    return {"twice": 2 * x}
+
+
+def _raises() -> None:
+    raise ValueError("bad input in the child")
+
+
+def _dies() -> None:
+    import os
+
+    os._exit(3)  # as the OOM killer would end it: no exception, no result
+
+
+def test_a_benchmark_step_in_a_child_returns_raises_or_reports_its_death(scale):
+    in_child = sys.modules["common"].in_child  # bench/common.py, as the benchmarks import it
+    assert in_child(_returns, 21) == {"twice": 42}
+    with pytest.raises(ValueError, match="bad input in the child"):
+        in_child(_raises)
+    with pytest.raises(RuntimeError, match="exit code 3"):  # it used to wait for the result forever
+        in_child(_dies)
