@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 #: `Bank.nearest` searches a filter's objects exactly when the index returns too few of them and they
 #: are fewer than this (a type with few objects: insights, plans); more would be slower than the index.
 EXACT_SEARCH_MAX = 20_000
+#: Query vectors `Bank.nearest` looks up at once. Each may bring up to 64 x k texts and their objects,
+#: and a global pass asks for every canonical concept (over 100,000 at 50,000 documents): all their
+#: hits at once would be gigabytes.
+NEAREST_BLOCK = 2_000
 #: Texts whose objects `Bank.nearest` keeps per filter until the bank changes: expanding the 100 texts
 #: nearest a question in DuckDB took 11-17 ms on the 6,119-passage bank, and names recur across questions.
 EXPANSION_CACHE_SIZE = 50_000
@@ -290,26 +294,28 @@ class Bank:
             return sorted(row, key=lambda r: (-r[1], r[0]))[:k]
 
         out: list[list[tuple]] = [[] for _ in vectors]
-        todo = list(range(len(vectors)))
-        fetch = over * k
         short: list[int] = []
-        while todo:
-            hits = self.vectors.nearest([vectors[i] for i in todo], fetch)
-            keys = sorted({key for found in hits for key, _ in found})
-            objects = self._objects_by_key(keys, k, prefix, statuses, types) if keys else {}
-            short = []
-            for i, found in zip(todo, hits):
-                row = []
-                for key, similarity in found:
-                    if below is not None and similarity >= below:
-                        continue
-                    row.extend(hit(object_id, similarity, source) for object_id, source in objects.get(key, ()))
-                out[i] = best(row)
-                if len(row) < k and len(found) == fetch:
-                    short.append(i)
-            if fetch >= 64 * k:
-                break
-            todo, fetch = short, fetch * 4
+        for start in range(0, len(vectors), NEAREST_BLOCK):
+            todo = list(range(start, min(start + NEAREST_BLOCK, len(vectors))))
+            fetch = over * k
+            while todo:
+                hits = self.vectors.nearest([vectors[i] for i in todo], fetch)
+                keys = sorted({key for found in hits for key, _ in found})
+                objects = self._objects_by_key(keys, k, prefix, statuses, types) if keys else {}
+                still_short = []
+                for i, found in zip(todo, hits):
+                    row = []
+                    for key, similarity in found:
+                        if below is not None and similarity >= below:
+                            continue
+                        row.extend(hit(object_id, similarity, source) for object_id, source in objects.get(key, ()))
+                    out[i] = best(row)
+                    if len(row) < k and len(found) == fetch:
+                        still_short.append(i)
+                if fetch >= 64 * k:
+                    short += still_short
+                    break
+                todo, fetch = still_short, fetch * 4
         if short:
             rows = self._objects_by_key(None, k, prefix, statuses, types, limit=EXACT_SEARCH_MAX)
             if sum(map(len, rows.values())) < EXACT_SEARCH_MAX:

@@ -671,6 +671,25 @@ def test_nearest_finds_a_rare_type_beyond_the_index_neighbourhood_by_exact_searc
     assert hits == []
 
 
+def test_nearest_in_blocks_of_queries_answers_as_all_at_once(bank: Bank, monkeypatch):
+    """A global pass asks for the neighbours of every canonical concept: `nearest` looks them up a
+    block at a time (bounded memory), with the same answers, including those found only by widening
+    the search or by exact search."""
+    from smb_core import bank as bank_module
+
+    notes = [Concept(id=f"con-note-{n:03d}", title=f"meeting note {n}", source_ids=[f"src-{n % 7}"]) for n in range(80)]
+    insight = Insight(id="ins-revenue", title="Quarterly revenue grew", description="", source_ids=["src-2"])
+    bank.write([*notes, insight])
+    queries = bank.embedder.embed([f"meeting note {n}" for n in range(0, 80, 3)] + ["revenue"])
+    asks = [dict(k=3, prefix="con-"), dict(k=1, types=("insight",), over=1), dict(k=2, types=("concept",), over=1),
+            dict(k=4, below=0.99, with_source=True)]
+    whole = [bank.nearest(queries, **ask) for ask in asks]
+    monkeypatch.setattr(bank_module, "NEAREST_BLOCK", 4)
+    bank._expansions.clear()
+    assert [bank.nearest(queries, **ask) for ask in asks] == whole
+    assert all(hits == [("ins-revenue", pytest.approx(hits[0][1]))] for hits in whole[1])  # by exact search
+
+
 def test_an_objects_table_without_the_source_column_gets_it_filled_in(tmp_path: Path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))  # the objects table as banks before the column wrote it
