@@ -81,6 +81,25 @@ def test_a_restatement_in_another_document_reinforces_once(bank: Bank, settings,
         assert db.get_object(original.id).confidence == after.confidence  # a re-run cycle reinforces nothing twice
 
 
+def test_a_first_cycle_looks_for_no_restatement_as_every_claim_is_new(bank: Bank, settings, monkeypatch) -> None:
+    """Two new documents restating each other confirm nothing older, so a first cycle skips the search
+    (two million lookups at 50,000 documents); a claim with a source outside the bank's documents
+    (an agent's) may be older, and is searched for."""
+    corpus = settings.kbmd_dir
+    write_doc(corpus, "history.md", "# History\n\nThe Orvieto Observatory was founded in 1874 by the town council.\n")
+    write_doc(corpus, "guide.md", "# Guide\n\nThe Orvieto Observatory was founded by the town council in 1874.\n")
+    _ingest(bank, corpus)
+    searched = []
+    real_nearest = bank.nearest
+    monkeypatch.setattr(bank, "nearest", lambda *args, **kwargs: searched.append(1) or real_nearest(*args, **kwargs))
+    assert confidence.reinforce(bank, open_cycle(bank, "cycle-00001", "run-1")) == [] and searched == []
+    text = "The Orvieto Observatory was founded in 1874 by the council of the town."
+    agent = Claim(id=stable_id("clm", "agent"), title=text, statement=text, source_ids=["note-agent-1"])
+    bank.write([agent])
+    supports = confidence.reinforce(bank, open_cycle(bank, "cycle-00001", "run-1b"))
+    assert searched and {e.tail for e in supports} == {agent.id} and len(supports) == 2
+
+
 def test_a_thing_a_new_document_names_again_is_reinforced_and_one_it_does_not_name_is_not(bank: Bank, settings) -> None:
     corpus = settings.kbmd_dir
     for name, year in (("one", 2017), ("two", 2018)):
