@@ -13,7 +13,8 @@ from smb_core.evolve.cycle import Cycle, open_cycle
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references
 from smb_core.model import (
-    CanonicalEntity, Claim, Contradiction, Edge, EdgeType, Entity, EntityKind, SourceSpan, Status, stable_id,
+    CanonicalEntity, Claim, Community, Contradiction, Edge, EdgeType, Entity, EntityKind, SourceSpan, Status,
+    stable_id,
 )
 from tests.conftest import write_doc
 
@@ -251,11 +252,23 @@ def test_an_entity_named_in_two_documents_gets_one_timeline_and_the_record_lists
     _assert_links_resolve(bank, record)
 
 
+def test_subjects_are_rebuilt_in_batches_bounded_by_the_claim_rows_they_may_read(monkeypatch) -> None:
+    monkeypatch.setattr(narrative, "ROWS_PER_BATCH", 5000)
+    plain = {f"ent-{i:02d}": Entity(id=f"ent-{i:02d}", title=f"Person {i}", entity_kind=EntityKind.PERSON)
+             for i in range(10)}
+    hub = CanonicalEntity(id="cen-hub", title="Hub", members=[f"ent-m{i}" for i in range(3000)])
+    communities = {f"com-{i}": Community(id=f"com-{i}", title=f"Community {i}", members=["cen-hub"]) for i in range(4)}
+    subjects = {**plain, "cen-hub": hub, **communities}
+    batches = list(narrative.batches_by_rows(subjects))
+    assert [list(b) for b in batches] == [["cen-hub", "com-0"], ["com-1", "com-2"], ["com-3", *plain]]
+
+
 @pytest.mark.slow
 def test_a_whole_cycle_on_the_sample_corpus_writes_readable_layer_5(bank: Bank, settings, sample_corpus,
                                                                    monkeypatch) -> None:
     monkeypatch.setattr(narrative, "MAX_LISTED", 3)  # the record lists a few entries per section, counts the rest
     monkeypatch.setattr(narrative, "SUBJECTS_PER_BATCH", 7)  # and subjects are rebuilt in many batches
+    monkeypatch.setattr(narrative, "ROWS_PER_BATCH", 3000)  # communities in batches of their own
     _ingest(bank, sample_corpus)
     cycle = open_cycle(bank, "cycle-00001", "run-1")
     semantic.run(bank, cycle)

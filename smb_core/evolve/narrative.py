@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
@@ -37,6 +38,10 @@ MAX_CANDIDATES = 2000  # dated claims read per subject before thinning to MAX_EV
 MAX_EDGES = 50  # derives_from edges per object (derived_from keeps every id)
 MAX_LISTED = 40  # entries per section of the evolution record
 SUBJECTS_PER_BATCH = 2000  # subjects whose timelines are rebuilt and written together
+#: Claim rows a batch may read, counting a subject as at most MAX_CANDIDATES (a community, whose
+#: members' claims count, as that many). Community ids sort together, so a batch of SUBJECTS_PER_BATCH
+#: alone could be 2,000 communities with their members' members and millions of dated claims.
+ROWS_PER_BATCH = 100_000
 SAME_EVENT = 0.6  # two claims of one date sharing this much of their words report one event
 ENTITY_TYPES = ("entity", "canonical_entity")
 
@@ -88,10 +93,11 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     # the claims and bodies in memory bounded; each batch is written whole, so a re-run redoes the rest
     for start in range(0, len(subject_ids), SUBJECTS_PER_BATCH):
         with bank.reading() as db:
-            subjects = db.get_objects(subject_ids[start:start + SUBJECTS_PER_BATCH])
-        timelines, narratives, same = _rebuild(bank, cycle, subjects)
-        rebuilt.add(timelines, narratives)
-        unchanged += same
+            loaded = db.get_objects(subject_ids[start:start + SUBJECTS_PER_BATCH])
+        for subjects in batches_by_rows(loaded):
+            timelines, narratives, same = _rebuild(bank, cycle, subjects)
+            rebuilt.add(timelines, narratives)
+            unchanged += same
     retired = retire_stale(bank, cycle, set(subject_ids), {*rebuilt.timeline_ids, *rebuilt.narrative_ids})
     record, changes = evolution_record(bank, cycle, rebuilt, retired)
     if record is not None:
@@ -111,6 +117,23 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     if record is not None:
         result.summary.append(digest_line(bank, "evolution", record))
     return result
+
+
+def batches_by_rows(subjects: dict[str, MemoryObject]) -> Iterator[dict[str, MemoryObject]]:
+    """The subjects in id order, in batches of at most ROWS_PER_BATCH claim rows by their weight (a
+    community MAX_CANDIDATES, any other subject itself and its members, up to MAX_CANDIDATES)."""
+    batch: dict[str, MemoryObject] = {}
+    rows = 0
+    for sid in sorted(subjects):
+        subject = subjects[sid]
+        weight = MAX_CANDIDATES if subject.type.value == "community" else \
+            min(MAX_CANDIDATES, 1 + len(getattr(subject, "members", [])))
+        if batch and rows + weight > ROWS_PER_BATCH:
+            yield batch
+            batch, rows = {}, 0
+        batch[sid], rows = subject, rows + weight
+    if batch:
+        yield batch
 
 
 def _rebuild(bank: Bank, cycle: Cycle, subjects: dict[str, MemoryObject]) -> tuple[list[Timeline], list[Narrative], int]:
