@@ -64,14 +64,12 @@ class MergeResult:
     #: every chunk's objects stayed in memory until the layer ended.
     canonical_ids: dict[str, str] = field(default_factory=dict)
     shown: list[MemoryObject] = field(default_factory=list)  # the first SHOWN of them, as last written
-    merged_ids: set[str] = field(default_factory=set)  # members that joined a canonical object
+    #: Members that joined a canonical object (counted, not kept: millions of ids in a first cycle over
+    #: a large corpus). One a later chunk moves on (its canonical object was absorbed) counts once.
+    merged_members: int = 0
     redirected_edges: int = 0
     absorbed: int = 0  # canonical objects of earlier cycles joined into another by a new mention
     repointed: int = 0  # absorbed canonical objects pointed on to the end of their chain
-
-    @property
-    def merged_members(self) -> int:
-        return len(self.merged_ids)
 
     @property
     def groups(self) -> int:
@@ -547,7 +545,7 @@ def merge(bank: Bank, cycle: Cycle, new_ids: list[str], chunk: int = MERGE_CHUNK
             result.canonical_ids[c.id] = c.type.value
             if c.id in shown or len(shown) < SHOWN:
                 shown[c.id] = c  # a later chunk's version of one is the latest
-        result.merged_ids |= part.merged_ids  # a member a later chunk moves on is counted once
+        result.merged_members += part.merged_members
         result.redirected_edges += part.redirected_edges
         result.absorbed += part.absorbed
     result.repointed = repoint_absorbed(bank, cycle)  # also mends banks evolved before it existed
@@ -565,16 +563,16 @@ def _document_chunks(bank: Bank, ids: list[str], size: int) -> Iterator[list[str
     if len(ids) <= size:
         yield ids
         return
-    with bank.reading() as db:
+    with bank.reading() as db:  # a row per document, not per object: a first cycle has millions of objects
         where, params = id_filter("id", ids)
-        rows = db.sql(f"SELECT id, source_ids[1] FROM objects WHERE {where} ORDER BY 2, 1", params)
-    chunk, last = [], None
-    for object_id, document in rows:
-        if len(chunk) >= size and document != last:
+        documents = db.sql(f"SELECT list(id ORDER BY id) FROM objects WHERE {where} GROUP BY source_ids[1] "
+                           "ORDER BY source_ids[1]", params)
+    chunk: list[str] = []
+    for (object_ids,) in documents:
+        if len(chunk) >= size:
             yield chunk
             chunk = []
-        chunk.append(object_id)
-        last = document
+        chunk += object_ids
     if chunk:
         yield chunk
 
@@ -676,6 +674,8 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> tuple[MergeResult, l
         canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if split_qualifier(n)), taken)
         canonical_objects.append(canonical)
         for member in joining:
+            if not (member.status == Status.MERGED and member.run_id == cycle.run_id):  # not counted by a chunk before
+                result.merged_members += 1
             member.status, member.merged_into, member.run_id = Status.MERGED, canonical.id, cycle.run_id
             member.status_reason = f"merged into {canonical.id} in {cycle.key}"
         updated_members += joining
@@ -694,7 +694,7 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> tuple[MergeResult, l
     with bank.writing() as db:
         db.insert_rows("merges", MERGE_RECORD_COLUMNS,
                        [(*rec, json.dumps(redirected_of.get(rec[2], []))) for rec in records])
-    result.merged_ids, result.redirected_edges = {o.id for o in updated_members}, len(removed)
+    result.redirected_edges = len(removed)
     result.absorbed = len(absorbed)
     return result, canonical_objects
 
