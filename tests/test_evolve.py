@@ -676,16 +676,17 @@ def test_a_grouping_not_found_again_is_superseded_and_points_to_its_successor(ba
                          members=list(members), derived_from=list(members))
 
     old, kept = community("a", "b", "c"), community("x", "y", "z")
-    bank.write([old, kept])
+    tied, lone = community("a", "z", "w"), community("p", "q")  # one member in each of two; none in any
+    bank.write([old, kept, tied, lone])
     successor = community("a", "b", "d")
     bank.write([successor])
-    assert retire_stale(bank, open_cycle(bank, "cycle-00002", "run-2"), "community", [kept, successor]) == 1
+    assert retire_stale(bank, open_cycle(bank, "cycle-00002", "run-2"), "community", [kept, successor]) == 3
     with bank.reading() as db:
         found = db.get_objects([old.id, kept.id])
-        evolved_into = db.sql("SELECT tail FROM edges WHERE head = ? AND edge_type = 'evolves_into'", [old.id])
+        evolved_into = dict(db.sql("SELECT head, tail FROM edges WHERE edge_type = 'evolves_into'"))
     assert found[old.id].status == Status.SUPERSEDED and "cycle-00002" in found[old.id].status_reason
     assert found[kept.id].status == Status.ACTIVE
-    assert evolved_into == [(successor.id,)]
+    assert evolved_into == {old.id: successor.id, tied.id: max(kept.id, successor.id)}
 
 
 @pytest.mark.slow

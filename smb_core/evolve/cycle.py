@@ -7,6 +7,7 @@ cycle reads back the same set instead of taking whatever is new now: cycles are 
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -195,12 +196,17 @@ def retire_stale(bank: Bank, cycle: Cycle, type: str, current: list[MemoryObject
                        key=lambda o: o.id)
     if not stale:
         return 0
-    member_sets = {o.id: set(getattr(o, "members", [])) for o in current}
+    groupings_of: dict[str, list[str]] = defaultdict(list)  # member -> the current groupings listing it
+    for obj in current:
+        for member in set(getattr(obj, "members", [])):
+            groupings_of[member].append(obj.id)
     edges = []
     for old in stale:
         old.status, old.status_reason = Status.SUPERSEDED, f"not found again by {cycle.key}"
-        members = set(getattr(old, "members", []))
-        overlap = max(((len(members & m), i) for i, m in member_sets.items()), default=(0, ""))
+        # the grouping sharing most members (the greatest id among equals); counted through the members,
+        # not by intersecting every stale grouping with every current one (thousands by thousands)
+        shared = Counter(g for m in set(getattr(old, "members", [])) for g in groupings_of.get(m, ()))
+        overlap = max(((n, i) for i, n in shared.items()), default=(0, ""))
         if overlap[0]:
             edges.append(Edge.between(old.id, overlap[1], EdgeType.EVOLVES_INTO))
     with bank.writing():  # one write session: each costs more the larger the bank
