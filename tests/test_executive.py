@@ -61,6 +61,21 @@ def test_agenda_ranks_by_dependents_and_plans_cite_it(bank: Bank) -> None:
     assert unresolved_citations(bank) == [] and dispute_flag_mismatches(bank) == []
 
 
+def test_an_items_centrality_is_how_many_claims_name_its_most_discussed_subject(bank: Bank) -> None:
+    minor, major, _ = _setup(bank)
+    lisbon = Entity(id=stable_id("ent", "lisbon"), title="Lisbon")
+    logo = Entity(id=stable_id("ent", "logo"), title="logo")
+    naming = [_claim(f"n{i}", f"Lisbon note {i}.", "src-d") for i in range(5)]
+    founding = [stable_id("clm", "f1"), stable_id("clm", "f2")]
+    bank.write([lisbon, logo, *naming],
+               [Edge.between(c.id, lisbon.id, EdgeType.REFERENCES) for c in naming]
+               + [Edge.between(c, lisbon.id, EdgeType.REFERENCES) for c in founding]  # 7 claims name Lisbon
+               + [Edge.between(c, logo.id, EdgeType.REFERENCES) for c in founding]  # 2 the logo (the same 2)
+               + [Edge.between(stable_id("clm", "c1"), logo.id, EdgeType.REFERENCES)])  # and 1 more: 3
+    with bank.reading() as db:
+        assert executive._subject_centrality(db, [major.id, minor.id]) == {major.id: 7, minor.id: 3}
+
+
 def test_a_new_cycle_supersedes_the_agenda_and_reruns_change_nothing(bank: Bank) -> None:
     _setup(bank)
     executive.run(bank, open_cycle(bank, "cycle-00001", "run-1"))

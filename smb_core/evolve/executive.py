@@ -116,8 +116,11 @@ def _share(value: int, top: int) -> float:
 
 
 def _subject_centrality(db, ids: list[str]) -> dict[str, int]:
-    """For each contradiction or question: how many claims reference the entities and concepts its
-    claims reference (a dispute about a much-discussed subject matters more)."""
+    """For each contradiction or question: in how many claims the most discussed of its subjects (the
+    entities and concepts its claims reference) is named. A dispute about a much-discussed subject
+    matters more. Each subject's claims are counted once, however many items name it. Counting the
+    claims of all of an item's subjects together joined every item to every claim of a hub: items
+    times about 10^5 rows at 50,000 documents."""
     if not ids:
         return {}
     rows = db.sql(
@@ -131,10 +134,13 @@ def _subject_centrality(db, ids: list[str]) -> dict[str, int]:
         subjects AS (
             SELECT DISTINCT s.item, e.tail AS subject FROM sides s
             JOIN edges e ON e.head = s.claim AND e.edge_type = 'references'
+        ),
+        named AS (
+            SELECT e.tail AS subject, count(DISTINCT e.head) AS claims FROM edges e
+            WHERE e.edge_type = 'references' AND e.tail IN (SELECT subject FROM subjects)
+            GROUP BY e.tail
         )
-        SELECT s.item, count(DISTINCT e.head) FROM subjects s
-        JOIN edges e ON e.tail = s.subject AND e.edge_type = 'references'
-        GROUP BY s.item
+        SELECT s.item, max(n.claims) FROM subjects s JOIN named n USING (subject) GROUP BY s.item
         """, [ids])
     return dict(rows)
 
@@ -150,7 +156,7 @@ def _newest_source(db, ids: list[str]) -> dict[str, datetime]:
 
 def _reason(obj, dependents: int, centrality: int) -> str:
     what = f"contradiction: {obj.title}" if isinstance(obj, Contradiction) else f"question: {obj.title}"
-    return f"{what} ({dependents} objects depend on it; its subjects appear in {centrality} claims)"
+    return f"{what} ({dependents} objects depend on it; its most discussed subject appears in {centrality} claims)"
 
 
 def _settle(obj) -> str:
