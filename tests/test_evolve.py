@@ -514,6 +514,35 @@ def test_one_sense_named_in_two_topics_is_not_split(bank: Bank, settings) -> Non
     assert split.split_overloaded(bank, cycle, [actor.id]) == ([], [], [])
 
 
+def test_a_semantic_layer_stopped_during_the_split_keeps_the_batches_it_finished(bank: Bank, settings,
+                                                                                monkeypatch) -> None:
+    storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
+               "Compaction rewrites segment files and drops deleted rows from the storage engine.",
+               "During compaction the storage engine merges segments and reclaims disk space."]
+    memory = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
+              "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
+              "The assistant applies compaction to old chat messages so the prompt stays short."]
+    for i, sentence in enumerate(storage + memory):
+        write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
+    _ingest(bank, settings.kbmd_dir)
+    real_batches = split.split_batches
+
+    def stopping(*args, **kwargs):  # the run dies after the batch that splits "compaction"
+        yield from real_batches(*args, **kwargs)
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(split, "split_batches", stopping)
+    with pytest.raises(RuntimeError, match="stopped"):
+        semantic.run(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        (compaction,) = [c for c in db.list_objects(type="canonical_concept", limit=1000) if c.title == "compaction"]
+        senses = db.sql("SELECT count(*) FROM edges WHERE head = ? AND edge_type = 'evolves_into'", [compaction.id])
+    assert compaction.status == Status.SPLIT and senses == [(2,)]
+    monkeypatch.setattr(split, "split_batches", real_batches)
+    result = semantic.run(bank, open_cycle(bank, "cycle-00001", "run-1"))  # the re-run does not split it again
+    assert result.counts["split"] == 0 and unresolved_merges(bank) == [] and bank.check_consistency()["consistent"]
+
+
 def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
     storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
                "Compaction rewrites segment files and drops deleted rows from the storage engine.",

@@ -12,16 +12,18 @@ from smb_core.evolve.cycle import (
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
-    new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
-    merged = merge.merge(bank, cycle, new_ids)
+    merged, new_mentions = _merge_new_mentions(bank, cycle)
     touched = {i for i, kind in merged.canonical_ids.items() if kind == "canonical_concept"}
     grown_since = sources_since_global_passes(bank, cycle)
     if cycle.global_passes:  # also the concepts that grew only in the cycles that skipped them
         touched.update(split.concepts_grown_by(bank, grown_since))
-    subs, updated, split_edges = split.split_overloaded(bank, cycle, sorted(touched),
-                                                        grown_since=None if cycle.global_passes else grown_since)
-    bank.write(subs, split_edges, run_id=cycle.run_id)
-    bank.update_objects(updated)
+    subs, split_heads, senses = [], 0, 0  # subs: the first few senses, for the digest
+    for made, updated, split_edges in split.split_batches(bank, cycle, sorted(touched),
+                                                          grown_since=None if cycle.global_passes else grown_since):
+        bank.write(made, split_edges, run_id=cycle.run_id)  # a batch at a time: a stopped run keeps them
+        bank.update_objects(updated)
+        subs += made[:6 - len(subs)]
+        split_heads, senses = split_heads + len({e.head for e in split_edges}), senses + len(made)
     kinds, clusters, found, retired, repaired = [], [], [], 0, 0
     if cycle.global_passes:
         repaired = merge.repair_member_lists(bank, cycle)
@@ -35,20 +37,27 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     else:
         result.summary.append(GLOBAL_PASSES_SKIPPED)
     result.counts = {
-        "new_entities_and_concepts": len(new_ids),
+        "new_entities_and_concepts": new_mentions,
         "merge_groups": merged.groups,
         "merged": merged.merged_members,
         "canonical_absorbed": merged.absorbed,
         "absorptions_repointed": merged.repointed,
         "redirected_edges": merged.redirected_edges,
-        "split": len({e.head for e in split_edges}),
-        "senses": len(subs),
+        "split": split_heads,
+        "senses": senses,
         "global_passes": int(cycle.global_passes),
     }
     if cycle.global_passes:  # a skipped pass has no counts (not zeros that would read as "none left")
         result.counts.update(taxonomy_nodes=len(kinds), clusters=len(clusters), communities=len(found),
                              groupings_superseded=retired, member_lists_repaired=repaired)
-    result.summary += [digest_line(bank, "sense", s) for s in subs[:6]]
+    result.summary += [digest_line(bank, "sense", s) for s in subs]
     result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.shown]
     result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]
     return result
+
+
+def _merge_new_mentions(bank: Bank, cycle: Cycle) -> tuple[merge.MergeResult, int]:
+    """Merge the cycle's new entities and concepts; also how many there were. Their ids (millions in a
+    first cycle over a large corpus) are not kept past the merge."""
+    new_ids = new_object_ids(bank, cycle, ("entity", "concept"))
+    return merge.merge(bank, cycle, new_ids), len(new_ids)

@@ -14,6 +14,7 @@ A window, not the whole sentence: the words around a name tell its sense ("in th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 from spacy.lang.en.stop_words import STOP_WORDS
@@ -164,8 +165,21 @@ def concepts_grown_by(bank: Bank, source_ids: list[str]) -> list[str]:
 
 def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None,
                      grown_since: list[str] | None = None) -> tuple[list, list, list]:
-    """Returns (new sub-concepts, updated objects, edges). With `grown_since` (source ids), concepts
-    that those documents added few mentions to (see RESPLIT_SHARE) are left as they are.
+    """Returns (new sub-concepts, updated objects, edges) of all the batches of `split_batches`."""
+    subs, updated, edges = [], [], []
+    for found in split_batches(bank, cycle, candidate_ids, grown_since):
+        subs += found[0]
+        updated += found[1]
+        edges += found[2]
+    return subs, updated, edges
+
+
+def split_batches(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = None,
+                  grown_since: list[str] | None = None) -> Iterator[tuple[list, list, list]]:
+    """Yields (new sub-concepts, updated objects, edges) a batch of concepts at a time, for the caller
+    to write before the next: a first cycle examines every canonical concept, and a run stopped half-way
+    then keeps the senses it found (a split concept is not examined again). With `grown_since` (source
+    ids), concepts that those documents added few mentions to (see RESPLIT_SHARE) are left as they are.
 
     Two readings: first the whole sentences, whose vectors the bank already holds (a concept whose
     sentences fall in one group has one sense); then, only for the concepts whose sentences separate,
@@ -181,13 +195,8 @@ def split_overloaded(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None =
                                           "(SELECT unnest(?::VARCHAR[]))", [list(grown_since)])}
         where, params = id_filter("id", sorted(set(candidate_ids)))
         sizes = db.sql(f"SELECT id, len(derived_from) FROM objects WHERE {where} ORDER BY id", params)
-    subs, updated, edges = [], [], []
     for batch in _batches(sizes, BATCH_MEMBERS):  # each concept is decided on its own members alone
-        found = _split_batch(bank, cycle, batch, fresh)
-        subs += found[0]
-        updated += found[1]
-        edges += found[2]
-    return subs, updated, edges
+        yield _split_batch(bank, cycle, batch, fresh)
 
 
 #: Members read at once (about): a first cycle examines every canonical concept, and at 50,000 documents
