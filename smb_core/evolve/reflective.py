@@ -17,8 +17,7 @@ from smb_core.evolve.insights import KINDS, find_insights, write_insights
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
-    claims = new_object_ids(bank, cycle, ("claim",))
-    checked, waiting = _claims_to_check(bank, cycle, claims, bank.settings.contradiction_claims_per_cycle)
+    new_claims, checked, waiting = _claims_to_check(bank, cycle, bank.settings.contradiction_claims_per_cycle)
     found = find_contradictions(bank, checked, run_id=cycle.run_id)
     verdicts = [*found.contradictions, *found.questions]
     vectors = bank.embed_new_texts(verdicts)  # outside the lock
@@ -46,7 +45,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     with bank.writing() as db:
         db.con.execute("UPDATE cycles SET counts = ? WHERE key = ?",
                        [json.dumps({"contradictions_total": total}), cycle.key])
-    result.counts = {"new_claims": len(claims), "claims_checked": len(checked), "claims_waiting": waiting,
+    result.counts = {"new_claims": new_claims, "claims_checked": len(checked), "claims_waiting": waiting,
                      "contradictions_new": len(found.contradictions),
                      "contradictions_total": total, "questions": len(found.questions),
                      **({f"insights_{kind}": sum(i.kind == kind for i in insights) for kind in KINDS}
@@ -59,12 +58,14 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     return result
 
 
-def _claims_to_check(bank: Bank, cycle: Cycle, new_claims: list[str], limit: int) -> tuple[list[str], int]:
-    """(the claims this cycle checks for contradictions, how many are left waiting). The cycle's new claims
-    join a backlog in DuckDB; the cycle takes at most `limit` of it (0: all), its own claims first, then the
-    oldest. Checking costs 15-21 ms a claim at 10,000 documents, so a first cycle over a large bank
-    would otherwise hold the store for hours, and ingest with it; this way each cycle stays bounded and
-    the schedule works through the rest."""
+def _claims_to_check(bank: Bank, cycle: Cycle, limit: int) -> tuple[int, list[str], int]:
+    """(how many new claims the cycle brought, the claims it checks for contradictions, how many are left
+    waiting). The cycle's new claims join a backlog in DuckDB; the cycle takes at most `limit` of it (0:
+    all), its own claims first, then the oldest. Checking costs 15-21 ms a claim at 10,000 documents, so a
+    first cycle over a large bank would otherwise hold the store for hours, and ingest with it; this way
+    each cycle stays bounded and the schedule works through the rest. The new claims' ids (millions in a
+    first cycle over a large corpus) are not kept past this."""
+    new_claims = new_object_ids(bank, cycle, ("claim",))
     with bank.writing() as db:
         db.con.execute("INSERT OR IGNORE INTO contradiction_backlog SELECT unnest(?::VARCHAR[]), ?",
                        [new_claims, cycle.key])
@@ -73,4 +74,4 @@ def _claims_to_check(bank: Bank, cycle: Cycle, new_claims: list[str], limit: int
         total = db.sql("SELECT count(*) FROM contradiction_backlog")[0][0]
         rows = db.sql("SELECT claim_id FROM contradiction_backlog ORDER BY (cycle = ?) DESC, cycle, claim_id"
                       + (" LIMIT ?" if limit > 0 else ""), [cycle.key, limit] if limit > 0 else [cycle.key])
-    return [r[0] for r in rows], total - len(rows)
+    return len(new_claims), [r[0] for r in rows], total - len(rows)
