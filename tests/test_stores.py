@@ -421,6 +421,7 @@ def test_metadata_store_object_queries(tmp_path: Path):
         assert [o.id for o in db.list_objects(type="claim")] == ["clm-1", "clm-2"]
         assert [o.id for o in db.list_objects(type="claim", status="active")] == ["clm-2"]
         assert [o.id for o in db.list_objects(layer=1, limit=2, offset=1)] == ["clm-2", "con-1"]  # created, id
+        assert [o.id for o in db.list_objects(layer=1, limit=None, offset=3)] == ["ent-1", "rel-1"]  # all the rest
         assert db.count_by_type() == {"claim": 2, "concept": 1, "entity": 1, "relationship": 1}
         assert db.count_by_type(status="active") == {"claim": 1, "concept": 1, "entity": 1, "relationship": 1}
         assert db.object_ids_for_sources(["src-1"]) == ["clm-1", "con-1", "ent-1", "rel-1"]

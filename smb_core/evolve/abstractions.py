@@ -144,8 +144,8 @@ class Groupings:
 
 def load_groupings(bank: Bank) -> Groupings:
     with bank.reading() as db:
-        found = db.list_objects(type="community", status="active", limit=100_000)
-        kinds = db.list_objects(type="taxonomy", status="active", limit=100_000)
+        found = db.list_objects(type="community", status="active", limit=None)
+        kinds = db.list_objects(type="taxonomy", status="active", limit=None)
     return Groupings(found, kinds, _group_claims(bank, {c.id: c.members for c in found}))
 
 
@@ -179,6 +179,11 @@ def build_abstractions(bank: Bank, cycle: Cycle, graph: nx.Graph,
 def _from_communities(cycle: Cycle, found, kinds, inner: dict[str, list[tuple[str, str, str]]],
                       things: dict[str, Thing]) -> list[Abstraction]:
     cores = {c.id: [m for m in c.members if m in things and things[m].named][:12] for c in found}
+    kinds = [k for k in kinds if k.broader in things]
+    kinds_of: dict[str, list[int]] = defaultdict(list)  # member -> the kinds listing it, by position
+    for index, kind in enumerate(kinds):
+        for m in set(kind.members):
+            kinds_of[m].append(index)
     out = []
     for community in found:
         core = cores[community.id]
@@ -190,8 +195,11 @@ def _from_communities(cycle: Cycle, found, kinds, inner: dict[str, list[tuple[st
         verbs = Counter(v for _, v, _ in claims if v)
         verbs = Counter({v: n for v, n in verbs.items() if n >= 2})
         members = set(community.members)
-        present = [(things[k.broader].title, [things[m].title for m in k.members if m in members])
-                   for k in kinds if k.broader in things]
+        # the kinds with two or more of its members, found through its members: every community
+        # against every kind was thousands by tens of thousands at 50,000 documents
+        shared = Counter(i for m in members for i in kinds_of.get(m, ()))
+        present = [(things[kinds[i].broader].title, [things[m].title for m in kinds[i].members if m in members])
+                   for i in sorted(shared) if shared[i] >= 2]
         present = sorted(((head, names) for head, names in present if len(names) >= 2), key=lambda x: -len(x[1]))
         description = (f"{_join(lead)} are named together in {len(documents)} documents, with "
                        f"{len(community.members) - len(lead)} other entities and concepts.")

@@ -80,7 +80,7 @@ def _cited(insight: Insight, claim_ids: list[str], claims: dict[str, MemoryObjec
 def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
     graph = communities.cooccurrence_graph(bank)
     with bank.reading() as db:
-        found = db.list_objects(type="community", status="active", limit=10_000)
+        found = db.list_objects(type="community", status="active", limit=None)
         named = _named(db, list(graph.nodes))
     best = bridge_pairs(graph, [c for c in found if isinstance(c, Community)], named)[:MAX_BRIDGES]
     cited = {node: [c for c in (_strongest_claim(graph, node, side) for side in pair) if c] for _, node, pair in best}

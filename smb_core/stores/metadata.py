@@ -554,11 +554,14 @@ class MetadataStore:
 
     def list_objects(
         self, type: str | None = None, status: str | None = None, layer: int | None = None,
-        limit: int = 100, offset: int = 0,
+        limit: int | None = 100, offset: int = 0,
     ) -> list[MemoryObject]:
+        """Objects in creation order; `limit=None`: all of them (a pass that needs every community)."""
         where, params = _filters(type=type, status=status, layer=layer)
+        page = "LIMIT ? OFFSET ?" if limit is not None else "OFFSET ?"
         rows = self.con.execute(
-            f"SELECT type, data FROM objects {where} ORDER BY created, id LIMIT ? OFFSET ?", [*params, limit, offset]
+            f"SELECT type, data FROM objects {where} ORDER BY created, id {page}",
+            [*params, *([limit] if limit is not None else []), offset],
         ).fetchall()
         return [model_for(t).model_validate_json(d) for t, d in rows]
 
