@@ -225,3 +225,15 @@ def test_between_global_passes_only_themes_the_cycle_touched_are_synthesised(evo
     assert untouched == []
     assert [s.title for s in touched] == ["Synthesis: Lumen Labs"]
     assert {"Synthesis: Lumen Labs", "Synthesis: Mara Okafor"} <= {s.title for s in refreshed}
+
+
+def test_coherence_is_the_mean_cosine_of_distinct_members_without_their_matrix() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    vectors = [v for v in rng.normal(size=(50, 384)).astype(np.float32)]
+    unit = np.stack(vectors) / np.clip(np.linalg.norm(np.stack(vectors), axis=1, keepdims=True), 1e-12, None)
+    pairs = [float(unit[i] @ unit[j]) for i in range(len(vectors)) for j in range(len(vectors)) if i != j]
+    assert abstractions._coherence(vectors) == pytest.approx(sum(pairs) / len(pairs), abs=1e-6)
+    same = [vectors[0] * 2, vectors[0]]
+    assert abstractions._coherence(same) == pytest.approx(1.0, abs=1e-6) and abstractions._coherence(same[:1]) == 1.0

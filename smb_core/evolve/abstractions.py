@@ -273,11 +273,16 @@ def _member_claims(bank: Bank, groups: dict[str, list[str]]) -> dict[str, dict[s
 
 
 def _coherence(vectors: list[np.ndarray]) -> float:
+    """The mean cosine between two distinct members: with unit vectors, the sum of all their pairwise
+    products is the squared length of their sum, so no n x n matrix is made (a kind of 30,000 members
+    would need 3.6 GB for it)."""
+    n = len(vectors)
+    if n <= 1:
+        return 1.0
     matrix = np.stack(vectors)
     matrix = matrix / np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
-    sims = matrix @ matrix.T
-    n = len(vectors)
-    return float((sims.sum() - n) / (n * (n - 1))) if n > 1 else 1.0
+    total = matrix.sum(axis=0, dtype=np.float64)
+    return float((total @ total - n) / (n * (n - 1)))
 
 
 def _abstraction_body(description: str, members: list[str], things: dict[str, Thing], source: str,
