@@ -82,9 +82,10 @@ def build_agenda(bank: Bank, cycle: Cycle) -> tuple[Agenda, list[Edge]]:
         for ctr in flagged_by:
             dependents[ctr] = dependents.get(ctr, 0) + 1
     # a question raised by an open contradiction is on the agenda through that contradiction
+    still_open = set(open_ids)
     standalone = [q for q in question_ids
                   if not any(a in objects and isinstance(objects[a], Contradiction) for a in objects[q].about)
-                  and not set(objects[q].derived_from) & set(open_ids)]
+                  and not still_open.intersection(objects[q].derived_from)]
     candidates = [objects[i] for i in [*open_ids, *standalone]]
     now = datetime.now(timezone.utc)
     max_dep = max([dependents.get(o.id, 0) for o in candidates], default=0)

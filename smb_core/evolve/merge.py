@@ -666,11 +666,14 @@ def _merge(bank: Bank, cycle: Cycle, new_ids: list[str]) -> tuple[MergeResult, l
     canonical_of = {m: cid for objs, _, cid in plans for m in (o.id for o in objs)} | survivor_of
     new_edges, removed, redirected_of = _redirect(canonical_of, edges_of)
     canonical_objects, updated_members, records = [], [], []
+    absorbed_by: dict[str, list[MemoryObject]] = defaultdict(list)
+    for c in absorbed.values():
+        absorbed_by[survivor_of[c.id]].append(c)
     for objs, prior, canonical_id in plans:
         joining = [o for o in objs if o.status != Status.MERGED or o.merged_into != canonical_id]
         if not joining and not any(o.id in redirected_of for o in objs):
             continue  # links between members it already has: nothing to rewrite
-        taken = [c for c in absorbed.values() if survivor_of[c.id] == canonical_id]
+        taken = absorbed_by.get(canonical_id, [])
         canonical = _canonical(objs, prior, cycle, sorted(n for n in names_of(objs) if split_qualifier(n)), taken)
         canonical_objects.append(canonical)
         for member in joining:
