@@ -35,6 +35,54 @@ def test_a_bridge_is_the_only_link_between_two_communities_and_a_hub_is_not_one(
     assert insights.bridge_pairs(graph, found, named=set(graph.nodes) - {"a0"}) == []  # only named things bridge
 
 
+def _bridge_pairs_over_all_pairs(graph: nx.Graph, found: list[Community], named: set[str]) -> list:
+    """bridge_pairs as it was, trying every pair of communities a node reaches: the reference."""
+    import itertools
+    from collections import defaultdict
+
+    member_of = {m: c for c in found for m in c.members}
+    by_id = {c.id: c for c in found}
+    between = defaultdict(float)
+    for a, b, weight in graph.edges(data="weight"):
+        ca, cb = member_of.get(a), member_of.get(b)
+        if ca and cb and ca.id != cb.id:
+            between[frozenset((ca.id, cb.id))] += weight
+    out = []
+    for node in sorted(named & set(graph.nodes)):
+        reach = defaultdict(float)
+        for neighbour, weight in graph[node].items():
+            if neighbour in member_of:
+                reach[member_of[neighbour].id] += weight["weight"]
+        own = member_of[node].id if node in member_of else None
+        total, best = sum(reach.values()), None
+        for x, y in itertools.combinations(sorted(reach), 2):
+            others = between.get(frozenset((x, y)), 0.0) - (reach[y] if own == x else 0) - (reach[x] if own == y else 0)
+            if others > 0 or reach[x] + reach[y] < insights.BRIDGE_MIN_SHARE * total:
+                continue
+            if best is None or min(reach[x], reach[y]) > best[0]:
+                best = (min(reach[x], reach[y]), x, y)
+        if best:
+            out.append((best[0], node, (by_id[best[1]], by_id[best[2]])))
+    out.sort(key=lambda item: (-item[0], item[1]))
+    return out
+
+
+def test_bridges_found_from_the_widest_sides_equal_those_over_every_pair() -> None:
+    import random
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        nodes = [f"n{i:02d}" for i in range(40)]
+        graph = nx.Graph()
+        for _ in range(rng.randrange(30, 160)):
+            a, b = rng.sample(nodes, 2)
+            graph.add_edge(a, b, weight=rng.choice([1, 1, 2, 3]))
+        members = [n for n in nodes if rng.random() < 0.8]
+        found = [_community(f"c{i}", members[i::8]) for i in range(8)]
+        named = {n for n in nodes if rng.random() < 0.7}
+        assert insights.bridge_pairs(graph, found, named) == _bridge_pairs_over_all_pairs(graph, found, named), seed
+
+
 def _ingest(bank: Bank, docs: dict[str, str]) -> None:
     for name, text in docs.items():
         write_doc(bank.settings.kbmd_dir, name, text)
