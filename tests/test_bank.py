@@ -722,3 +722,22 @@ def test_nearest_sees_what_another_process_changed_since_it_last_asked(bank: Ban
     with reader.writing():  # inside its own write session it reads DuckDB afresh
         hits = reader.nearest([query], 2, statuses=("superseded",))[0]
     assert [h[0] for h in hits] == ["ent-porto-1"]
+
+
+def test_an_update_reindexes_for_bm25_only_the_objects_whose_text_changed(bank: Bank, monkeypatch):
+    bank.write([_entity("ent-paris", "Paris", "src-1"), _entity("ent-oslo", "Oslo", "src-2")])
+    reindexed = []
+    real = MetadataStore.replace_lexical
+    monkeypatch.setattr(MetadataStore, "replace_lexical", lambda db, units: reindexed.append([u[0] for u in units])
+                        or real(db, units))
+    postings = "SELECT unit, list(term ORDER BY term) FROM lex_postings GROUP BY unit"
+    with bank.reading() as db:
+        paris, oslo = db.get_object("ent-paris"), db.get_object("ent-oslo")
+        before = dict(db.sql(postings))
+    paris.status = Status.MERGED  # a status change keeps the postings (and no longer rewrites them)
+    oslo.title = "Oslo, Norway"
+    bank.update_objects([paris, oslo])
+    assert reindexed == [["ent-oslo"]]
+    with bank.reading() as db:
+        after = dict(db.sql(postings))
+    assert after["ent-paris"] == before["ent-paris"] and after["ent-oslo"] == sorted([*before["ent-oslo"], "norway"])
