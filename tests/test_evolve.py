@@ -514,14 +514,17 @@ def test_one_sense_named_in_two_topics_is_not_split(bank: Bank, settings) -> Non
     assert split.split_overloaded(bank, cycle, [actor.id]) == ([], [], [])
 
 
+#: Two senses of "compaction", three documents each.
+COMPACTION_STORAGE = ["Compaction merges small immutable storage segments into larger segment files on disk.",
+                      "Compaction rewrites segment files and drops deleted rows from the storage engine.",
+                      "During compaction the storage engine merges segments and reclaims disk space."]
+COMPACTION_MEMORY = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
+                     "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
+                     "The assistant applies compaction to old chat messages so the prompt stays short."]
+
 def test_a_semantic_layer_stopped_during_the_split_keeps_the_batches_it_finished(bank: Bank, settings,
                                                                                 monkeypatch) -> None:
-    storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
-               "Compaction rewrites segment files and drops deleted rows from the storage engine.",
-               "During compaction the storage engine merges segments and reclaims disk space."]
-    memory = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
-              "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
-              "The assistant applies compaction to old chat messages so the prompt stays short."]
+    storage, memory = COMPACTION_STORAGE, COMPACTION_MEMORY
     for i, sentence in enumerate(storage + memory):
         write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
     _ingest(bank, settings.kbmd_dir)
@@ -544,12 +547,7 @@ def test_a_semantic_layer_stopped_during_the_split_keeps_the_batches_it_finished
 
 
 def test_overloaded_concept_is_split_into_senses(bank: Bank, settings) -> None:
-    storage = ["Compaction merges small immutable storage segments into larger segment files on disk.",
-               "Compaction rewrites segment files and drops deleted rows from the storage engine.",
-               "During compaction the storage engine merges segments and reclaims disk space."]
-    memory = ["Compaction summarises the conversation history of the chat agent to fit its context window.",
-              "Compaction shortens an agent's dialogue memory by summarising old conversation turns.",
-              "The assistant applies compaction to old chat messages so the prompt stays short."]
+    storage, memory = COMPACTION_STORAGE, COMPACTION_MEMORY
     soil = ["Heavy tractors cause compaction of farm soil, which lowers crop yields."]
     for i, sentence in enumerate(storage + memory + soil):
         write_doc(settings.kbmd_dir, f"doc-{i}.md", f"# Note {i}\n\n{sentence}\n")
