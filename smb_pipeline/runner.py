@@ -92,9 +92,9 @@ def release_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     leaves its run STARTED and the slot claimed, and every later run on the bank would wait for it
     forever. A run of another machine, or of a live process, is left alone: it may still be working."""
     host, released = socket.gethostname(), []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host})):
-        pid = int(run.tags.get(PID_TAG, "0"))
-        if pid and not _process_exists(pid):
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host})):
+        run, pid = record.dagster_run, int(record.dagster_run.tags.get(PID_TAG, "0"))
+        if pid and not process_alive_since(pid, record.create_timestamp.timestamp()):
             instance.report_run_failed(run, message=f"its process ({pid} on {host}) ended without finishing it; "
                                                     "a later `smb` run freed the bank for the next runs")
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
@@ -102,14 +102,28 @@ def release_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     return released
 
 
-def _process_exists(pid: int) -> bool:
+def process_alive_since(pid: int, since: float) -> bool:
+    """Whether process `pid` exists and started no later than `since` (Unix time): after a restart of
+    the machine the pid may belong to another process, which started after the run was made."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process
-        return True
-    return True
+        pass
+    started = _process_start(pid)
+    return started is None or started <= since + 1.0
+
+
+def _process_start(pid: int) -> float | None:
+    """When process `pid` started (Unix time), from /proc on Linux; None where that cannot be read."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 @dataclass

@@ -86,3 +86,15 @@ def test_a_run_whose_process_was_killed_does_not_hold_the_bank(tmp_path: Path, s
     with MemoryBank.open(bank_dir) as bank:
         status = bank._bank.status()
     assert status["consistent"] and status["documents"] == len(scan(sample_corpus)), status
+
+
+def test_a_live_process_counts_as_a_runs_process_only_if_it_started_before_the_run() -> None:
+    import os
+
+    from smb_pipeline.runner import process_alive_since
+
+    assert process_alive_since(os.getpid(), time.time())  # this process, for a run made now
+    assert not process_alive_since(os.getpid(), 0.0)  # a run made before it started: a reused pid
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not process_alive_since(dead.pid, time.time())

@@ -514,7 +514,8 @@ def test_metadata_file_is_created_with_its_whole_schema_or_not_at_all(tmp_path: 
     reader = MetadataStore(path, read_only=True).connect()
     try:
         assert reader.sql("SELECT count(*) FROM extractions") == [(0,)]
-        assert reader.sql("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(metadata_module.SCHEMA_VERSION),)]
+        version = reader.sql("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert version == [(str(metadata_module.SCHEMA_VERSION),)]
     finally:
         reader.close()
 
