@@ -77,7 +77,7 @@ def _cited(insight: Insight, claim_ids: list[str], claims: dict[str, MemoryObjec
 
 
 def bridges(bank: Bank, cycle: Cycle) -> tuple[list[Insight], list[Edge]]:
-    graph = communities.cooccurrence_graph(bank)
+    graph = communities.cooccurrence_graph(bank, cycle=cycle.key)  # the graph the communities were found in
     with bank.reading() as db:
         found = db.list_objects(type="community", status="active", limit=None)
         named = _named(db, list(graph.nodes))

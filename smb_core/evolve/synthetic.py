@@ -20,7 +20,7 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     result = PhaseResult()
     abstractions, metas, found, retired = [], [], [], 0
     if cycle.global_passes:  # abstractions and discoveries follow the layer-2 groupings and the whole graph
-        graph = communities.cooccurrence_graph(bank)
+        graph = communities.cooccurrence_graph(bank, cycle=cycle.key)
         groupings = load_groupings(bank)
         abstractions, edges = build_abstractions(bank, cycle, graph, groupings)
         metas, meta_edges = build_meta_concepts(bank, cycle, groupings)
