@@ -28,7 +28,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import id_filter
+from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -227,7 +227,7 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
         return {}
     pairs = [(sid, t) for sid, ts in _targets(bank, subjects).items() for t in sorted(ts)]
     with bank.reading() as db:
-        rows = db.sql(
+        capped = db.sql(
             f"""
             WITH t AS (SELECT unnest($subjects) AS subject, unnest($targets) AS target),
             hits AS (
@@ -235,23 +235,26 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
                 JOIN edges e ON e.tail = t.target AND e.edge_type = 'references'
                 JOIN objects o ON o.id = e.head
                 WHERE o.type = 'claim' AND o.status = 'active' AND regexp_matches(o.text, '{_DATE_HINT}')
-            ), capped AS (
-                SELECT subject, id FROM hits QUALIFY row_number() OVER (PARTITION BY subject ORDER BY id) <= $cap
-            ), disputes AS (
-                SELECT e.tail AS claim, min(e.head) AS contradiction FROM edges e JOIN objects c ON c.id = e.head
-                WHERE e.edge_type = 'contradicts' AND c.type = 'contradiction' AND c.status = 'active'
-                  AND coalesce(json_extract_string(c.data, '$.resolution'), 'open') = 'open'
-                  AND e.tail IN (SELECT id FROM capped)
-                GROUP BY e.tail
             )
-            SELECT c.subject, o.id, o.text, o.source_ids, o.confidence,
-                   CAST(json_extract(o.data, '$.source_spans[0]') AS VARCHAR), d.contradiction,
-                   json_extract_string(o.data, '$.subject')
-            FROM capped c JOIN objects o ON o.id = c.id LEFT JOIN disputes d ON d.claim = o.id
-            ORDER BY c.subject, o.id
+            SELECT subject, id FROM hits QUALIFY row_number() OVER (PARTITION BY subject ORDER BY id) <= $cap
+            ORDER BY subject, id
             """,
             {"subjects": [p[0] for p in pairs], "targets": [p[1] for p in pairs], "cap": MAX_CANDIDATES},
         )
+        claim_ids = sorted({c for _, c in capped})
+        claims = {}  # read by id as constants (index lookups): joining them scanned every object's JSON
+        for start in range(0, len(claim_ids), INDEX_LOOKUP_MAX):
+            where, params = id_filter("id", claim_ids[start:start + INDEX_LOOKUP_MAX])
+            claims.update((r[0], r[1:]) for r in db.sql(
+                "SELECT id, text, source_ids, confidence, CAST(json_extract(data, '$.source_spans[0]') AS VARCHAR), "
+                f"json_extract_string(data, '$.subject') FROM objects WHERE {where}", params))
+        disputes = dict(db.sql(
+            "SELECT e.tail, min(e.head) FROM edges e JOIN objects c ON c.id = e.head "
+            "WHERE e.edge_type = 'contradicts' AND c.type = 'contradiction' AND c.status = 'active' "
+            "AND coalesce(json_extract_string(c.data, '$.resolution'), 'open') = 'open' "
+            "AND e.tail IN (SELECT unnest(?::VARCHAR[])) GROUP BY e.tail", [claim_ids])) if claim_ids else {}
+    # (subject, claim, text, source ids, confidence, first span, open contradiction, claim's subject)
+    rows = [(subject, c, *claims[c][:4], disputes.get(c), claims[c][4]) for subject, c in capped if c in claims]
     texts = {r[1]: _resolve_pronoun(r[2], r[7]) for r in rows}
     when_of = event_dates(bank, (t for t in texts.values() if not _ABOUT_DOCUMENT.match(t)))
     parsed: dict[str, _Event | None] = {}
