@@ -22,8 +22,9 @@ SEED = 7
 #: link, so their number grows with the bank: 624k links between 328k things at 5,600 documents (108k
 #: of them named together by more than one claim), about ten times that at 50,000. In networkx a link
 #: takes about 470 bytes, and communities, bridges, abstractions and discoveries each load the graph
-#: (computed once per cycle): at this cap about 140 MB, and Louvain runs in about 30 s. A large bank keeps the links that several
-#: claims make and drops one-claim pairs first, which say only that one sentence named both.
+#: (computed once per cycle): at this cap about 140 MB, and Louvain runs in about 30 s. A large bank
+#: keeps the links that several claims make and drops one-claim pairs first, which say only that one
+#: sentence named both.
 MAX_LINKS = 300_000
 
 
@@ -31,9 +32,9 @@ def cooccurrence_graph(bank: Bank, max_links: int = MAX_LINKS, cycle: str | None
     """Entities and concepts (a merged one as its canonical object), linked with the number of active
     claims that reference both; each edge keeps one of those claims, to cite. At most `max_links`
     edges: the heaviest, then by ids (the same every time). With `cycle` (its key), the links are
-    computed once per cycle and kept in the bank: communities, bridges, abstractions and discoveries
-    then read one graph, each layer's process a table of at most `max_links` rows, where each built
-    it anew (40-50 s and 2.2-2.5 GB peak RSS at 2.6 million objects)."""
+    computed once per cycle and kept in the bank (a table of at most `max_links` rows): communities,
+    bridges, abstractions and discoveries then read one graph, where each layer built it anew (40-50 s
+    and 2.2-2.5 GB peak RSS at 2.6 million objects)."""
     rows = _stored_links(bank, cycle, max_links) if cycle else None
     if rows is None:
         rows = _links(bank, max_links)
