@@ -11,6 +11,7 @@ passes); ids are stable, so re-running a cycle upserts the same objects.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -130,6 +131,14 @@ def _group_claims(bank: Bank, groups: dict[str, list[str]]) -> dict[str, list[tu
 # ---- abstractions -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Kind:
+    """A taxonomy group as layer 4 reads it: its id, broader concept and narrower members (the whole
+    objects, with their bodies listing every member, were tens of thousands at 50,000 documents)."""
+
+    id: str
+    broader: str | None
+    members: list[str]
 
 
 @dataclass
@@ -138,14 +147,16 @@ class Groupings:
     two or more of its members): read once per cycle for both abstractions and meta-concepts."""
 
     communities: list
-    kinds: list
+    kinds: list[Kind]
     community_claims: dict[str, list[tuple[str, str, str]]]
 
 
 def load_groupings(bank: Bank) -> Groupings:
     with bank.reading() as db:
         found = db.list_objects(type="community", status="active", limit=None)
-        kinds = db.list_objects(type="taxonomy", status="active", limit=None)
+        kinds = [Kind(i, broader, json.loads(members) if members else []) for i, broader, members in db.sql(
+            "SELECT id, json_extract_string(data, '$.broader'), json_extract(data, '$.members') FROM objects "
+            "WHERE type = 'taxonomy' AND status = 'active' ORDER BY created, id")]
     return Groupings(found, kinds, _group_claims(bank, {c.id: c.members for c in found}))
 
 
