@@ -168,6 +168,19 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
     return [r[0] for r in rows]
 
 
+def batches_by_weight(weighted: Iterable[tuple[str, int]], limit: int) -> list[list[str]]:
+    """Ids in the given order, cut where a batch's summed weights would pass `limit` (a heavier one goes
+    alone): how a pass over a large bank bounds what it holds at once."""
+    out, batch, total = [], [], 0
+    for item, weight in weighted:
+        if batch and total + (weight or 0) > limit:
+            out.append(batch)
+            batch, total = [], 0
+        batch.append(item)
+        total += weight or 0
+    return out + [batch] if batch else out
+
+
 def unchanged_ids(bank: Bank, objects: list[MemoryObject]) -> set[str]:
     """Ids of rebuilt objects (timelines, narratives, syntheses) whose stored active version says the
     same (title, body, citations): those are not rewritten, so they are not re-embedded and keep the

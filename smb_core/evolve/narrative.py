@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
-from smb_core.evolve.cycle import Cycle, PhaseResult, digest_line, new_object_ids, unchanged_ids
+from smb_core.evolve.cycle import (
+    Cycle, PhaseResult, batches_by_weight, digest_line, new_object_ids, unchanged_ids,
+)
 from smb_core.evolve.event_dates import event_dates
 from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
@@ -127,18 +129,13 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
 def batches_by_rows(subjects: dict[str, MemoryObject]) -> Iterator[dict[str, MemoryObject]]:
     """The subjects in id order, in batches of at most ROWS_PER_BATCH claim rows by their weight (a
     community MAX_CANDIDATES, any other subject itself and its members, up to MAX_CANDIDATES)."""
-    batch: dict[str, MemoryObject] = {}
-    rows = 0
-    for sid in sorted(subjects):
-        subject = subjects[sid]
-        weight = MAX_CANDIDATES if subject.type.value == "community" else \
-            min(MAX_CANDIDATES, 1 + len(getattr(subject, "members", [])))
-        if batch and rows + weight > ROWS_PER_BATCH:
-            yield batch
-            batch, rows = {}, 0
-        batch[sid], rows = subject, rows + weight
-    if batch:
-        yield batch
+    def weight(subject: MemoryObject) -> int:
+        if subject.type.value == "community":
+            return MAX_CANDIDATES
+        return min(MAX_CANDIDATES, 1 + len(getattr(subject, "members", [])))
+
+    for ids in batches_by_weight(((sid, weight(subjects[sid])) for sid in sorted(subjects)), ROWS_PER_BATCH):
+        yield {sid: subjects[sid] for sid in ids}
 
 
 def _rebuild(bank: Bank, cycle: Cycle, subjects: dict[str, MemoryObject]) -> tuple[list[Timeline], list[Narrative], int]:

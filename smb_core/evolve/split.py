@@ -21,7 +21,7 @@ from spacy.lang.en.stop_words import STOP_WORDS
 
 from smb_core.bank import Bank
 from smb_core.evolve.contexts import context_vectors
-from smb_core.evolve.cycle import Cycle
+from smb_core.evolve.cycle import Cycle, batches_by_weight
 from smb_core.model import CanonicalConcept, Edge, EdgeType, Status, stable_id
 from smb_core.recall.lexical import tokenize
 from smb_core.stores.metadata import id_filter
@@ -195,25 +195,13 @@ def split_batches(bank: Bank, cycle: Cycle, candidate_ids: list[str] | None = No
                                           "(SELECT unnest(?::VARCHAR[]))", [list(grown_since)])}
         where, params = id_filter("id", sorted(set(candidate_ids)))
         sizes = db.sql(f"SELECT id, len(derived_from) FROM objects WHERE {where} ORDER BY id", params)
-    for batch in _batches(sizes, BATCH_MEMBERS):  # each concept is decided on its own members alone
+    for batch in batches_by_weight(sizes, BATCH_MEMBERS):  # each concept is decided on its own members alone
         yield _split_batch(bank, cycle, batch, fresh)
 
 
 #: Members read at once (about): a first cycle examines every canonical concept, and at 50,000 documents
 #: their members, with their sentences' vectors, would otherwise all be held together.
 BATCH_MEMBERS = 20_000
-
-
-def _batches(sizes: list[tuple[str, int]], limit: int) -> list[list[str]]:
-    """Ids in order, cut where a batch's summed sizes would pass `limit` (a larger one goes alone)."""
-    out, batch, total = [], [], 0
-    for concept_id, size in sizes:
-        if batch and total + (size or 0) > limit:
-            out.append(batch)
-            batch, total = [], 0
-        batch.append(concept_id)
-        total += size or 0
-    return out + [batch] if batch else out
 
 
 def _split_batch(bank: Bank, cycle: Cycle, concept_ids: list[str],
