@@ -42,11 +42,7 @@ def _bridge_pairs_over_all_pairs(graph: nx.Graph, found: list[Community], named:
 
     member_of = {m: c for c in found for m in c.members}
     by_id = {c.id: c for c in found}
-    between = defaultdict(float)
-    for a, b, weight in graph.edges(data="weight"):
-        ca, cb = member_of.get(a), member_of.get(b)
-        if ca and cb and ca.id != cb.id:
-            between[frozenset((ca.id, cb.id))] += weight
+    between = insights.links_between_communities(graph, member_of)
     out = []
     for node in sorted(named & set(graph.nodes)):
         reach = defaultdict(float)

@@ -110,11 +110,7 @@ def bridge_pairs(graph: nx.Graph, found: list[Community],
     direct link: no claim without it names members of both; a path through a third community may exist."""
     member_of = {m: c for c in found for m in c.members}
     by_id = {c.id: c for c in found}
-    between: dict[frozenset, float] = defaultdict(float)
-    for a, b, weight in graph.edges(data="weight"):
-        ca, cb = member_of.get(a), member_of.get(b)
-        if ca and cb and ca.id != cb.id:
-            between[frozenset((ca.id, cb.id))] += weight
+    between = links_between_communities(graph, member_of)
     out = []
     for node in sorted(named & set(graph.nodes)):
         reach: dict[str, float] = defaultdict(float)
@@ -139,6 +135,16 @@ def bridge_pairs(graph: nx.Graph, found: list[Community],
             out.append((best[0], node, (by_id[best[1]], by_id[best[2]])))
     out.sort(key=lambda item: (-item[0], item[1]))
     return out
+
+
+def links_between_communities(graph: nx.Graph, member_of: dict[str, Community]) -> dict[frozenset, float]:
+    """The summed weight of the graph's links between members of each pair of communities."""
+    between: dict[frozenset, float] = defaultdict(float)
+    for a, b, weight in graph.edges(data="weight"):
+        ca, cb = member_of.get(a), member_of.get(b)
+        if ca and cb and ca.id != cb.id:
+            between[frozenset((ca.id, cb.id))] += weight
+    return between
 
 
 def _topic(community: Community) -> str:
