@@ -198,7 +198,7 @@ class Bank:
                 if old is None or not self.markdown.exists(doc.file_path()):
                     self.markdown.write(doc)
             new = [d for d in docs if d.id not in existing]
-            db.replace_lexical([(d.id, "source", term_counts(d.body)) for d in new])
+            db.add_postings([(d.id, "source", term_counts(d.body)) for d in new])
             db.insert_sources(new)
 
     def add_source(self, doc: SourceDocument) -> None:
@@ -216,7 +216,7 @@ class Bank:
             objects = list(db.get_objects([r[0] for r in rows]).values())
             for obj in objects:
                 obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
-            self._store_objects(db, objects, texts_changed=[])
+            self._store_objects(db, objects)
             return len(objects)
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
@@ -378,19 +378,13 @@ class Bank:
         found.update(self._embed({key: text for key, text in new.items() if key not in found}))
         self.vectors.upsert(list(new), np.stack([found[key] for key in new]))
 
-    def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject],
-                       texts_changed: Sequence[MemoryObject] | None = None) -> None:
-        """Markdown, graph and DuckDB (last: its row is the commit record); vectors go first, by text.
-        `texts_changed`: the objects whose text is new (default: all), the only ones re-indexed for
-        BM25. A status change (a merged member, a superseded version) keeps its postings, and replacing
-        them scanned the whole postings table (tens of millions of rows at 50,000 documents) each time."""
+    def _store_objects(self, db: MetadataStore, objects: Sequence[MemoryObject]) -> None:
+        """Markdown, graph and DuckDB (last: its row is the commit record); vectors go first, by text."""
         if not objects:
             return
         for obj in objects:
             self.markdown.write(obj)
         self.graph.append(nodes=[(o.id, _node_attrs(o)) for o in objects if o.node is not None])
-        db.replace_lexical([(o.id, o.type.value, term_counts(o.text()))
-                            for o in (objects if texts_changed is None else texts_changed)])
         db.upsert_objects(objects)
 
     def _store_edges(self, db: MetadataStore, edges: Sequence[Edge], run_id: str | None) -> None:
@@ -431,7 +425,7 @@ class Bank:
                 retexted.append(obj)
         with self.writing() as db:
             self._store_vectors(retexted)
-            self._store_objects(db, objects, texts_changed=retexted)
+            self._store_objects(db, objects)
             self._drop_unused_vectors(old_keys)
 
     def _drop_unused_vectors(self, keys: set[str]) -> None:

@@ -20,6 +20,7 @@ from smb_core.model import (
     from_markdown, stable_id,
 )
 from smb_core.settings import Settings
+from smb_core.stores import metadata
 from smb_core.stores.metadata import MetadataStore
 from smb_core.stores.vectors import vector_key
 from tests.conftest import write_doc
@@ -724,20 +725,34 @@ def test_nearest_sees_what_another_process_changed_since_it_last_asked(bank: Ban
     assert [h[0] for h in hits] == ["ent-porto-1"]
 
 
-def test_an_update_reindexes_for_bm25_only_the_objects_whose_text_changed(bank: Bank, monkeypatch):
-    bank.write([_entity("ent-paris", "Paris", "src-1"), _entity("ent-oslo", "Oslo", "src-2")])
-    reindexed = []
-    real = MetadataStore.replace_lexical
-    monkeypatch.setattr(MetadataStore, "replace_lexical", lambda db, units: reindexed.append([u[0] for u in units])
-                        or real(db, units))
-    postings = "SELECT unit, list(term ORDER BY term) FROM lex_postings GROUP BY unit"
+def test_only_documents_get_bm25_postings(bank: Bank, settings):
+    write_doc(settings.kbmd_dir, "okafor.md", "# Okafor\n\nAda Okafor founded Lumen Labs in Lisbon in 2019.\n")
+    (outcome,) = ingest_sources(bank, scan(settings.kbmd_dir), settings.kbmd_dir)
+    assert extract_sources(bank, [outcome.source_id], NLPExtractor()).documents == 1
+    bank.write([_entity("ent-paris", "Paris", "src-1")])
     with bank.reading() as db:
-        paris, oslo = db.get_object("ent-paris"), db.get_object("ent-oslo")
-        before = dict(db.sql(postings))
-    paris.status = Status.MERGED  # a status change keeps the postings (and no longer rewrites them)
-    oslo.title = "Oslo, Norway"
-    bank.update_objects([paris, oslo])
-    assert reindexed == [["ent-oslo"]]
-    with bank.reading() as db:
-        after = dict(db.sql(postings))
-    assert after["ent-paris"] == before["ent-paris"] and after["ent-oslo"] == sorted([*before["ent-oslo"], "norway"])
+        kinds = db.sql("SELECT DISTINCT u.kind FROM lex_postings p JOIN lex_units u ON u.unit = p.unit")
+        objects = db.sql("SELECT count(*) FROM objects")[0][0]
+    assert kinds == [("source",)] and objects > 4
+
+
+def test_an_older_bank_loses_its_object_postings_and_unused_indexes(tmp_path: Path):
+    path = tmp_path / "old.duckdb"
+    MetadataStore(path).connect().close()
+    con = duckdb.connect(str(path))  # as banks before: postings of objects too, and four more indexes
+    con.execute("INSERT INTO lex_units VALUES ('src-1', 'source', 2), ('clm-1', 'claim', 2), ('ent-1', 'entity', 1)")
+    con.execute("INSERT INTO lex_postings VALUES ('lisbon', 'src-1', 1), ('okafor', 'src-1', 1), "
+                "('lisbon', 'clm-1', 1), ('okafor', 'clm-1', 1), ('okafor', 'ent-1', 1)")
+    for name, table, column in [("spans_object", "spans", "object_id"), ("names_object", "names", "object_id"),
+                                ("lex_term", "lex_postings", "term"), ("lex_unit", "lex_postings", "unit")]:
+        con.execute(f"CREATE INDEX {name} ON {table} ({column})")
+    con.close()
+    metadata._SCHEMA_READY.clear()  # as in a new process
+    store = MetadataStore(path).connect()
+    try:
+        assert store.sql("SELECT unit, term FROM lex_postings ORDER BY ALL") == [("src-1", "lisbon"), ("src-1", "okafor")]
+        assert store.sql("SELECT unit FROM lex_units") == [("src-1",)]
+        assert store.sql("SELECT index_name FROM duckdb_indexes() WHERE index_name IN "
+                         "('spans_object', 'names_object', 'lex_term', 'lex_unit')") == []
+    finally:
+        store.close()

@@ -1,9 +1,9 @@
-"""Lexical retrieval: tokenisation and BM25 over the postings kept in DuckDB.
+"""Lexical retrieval: tokenisation and BM25 over the postings of source documents kept in DuckDB.
 
-The postings table is updated incrementally as units (documents, objects) are written, so there is
-no index rebuild as the bank grows. Objects are scored in SQL; documents, which every recall ranks,
-from an in-memory copy of their postings (`PostingIndex`) that the recall engine reloads only when
-the bank has changed: the SQL join over all postings was most of a query's time.
+The postings table grows as documents are ingested, so there is no index rebuild as the bank grows.
+Recall ranks documents from an in-memory copy of their postings (`PostingIndex`) that the recall
+engine reloads only when the bank has changed: the SQL join over all postings (`bm25`, which the
+tests hold it to) was most of a query's time. Memory objects are found by their vectors and names.
 """
 
 from __future__ import annotations
@@ -39,14 +39,13 @@ def term_counts(text: str) -> dict[str, int]:
     return dict(Counter(tokenize(text)))
 
 
-def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None = None) -> list[tuple[str, float]]:
+def bm25(metadata, query: str, kind: str, k: int) -> list[tuple[str, float]]:
     """Top-k units of `kind` for `query` by BM25 (IDF from the units of that kind), best first."""
     terms = sorted(set(tokenize(query)))
     if not terms:
         return []
-    only = "AND p.unit IN (SELECT unnest($cands))" if candidates is not None else ""
     rows = metadata.con.execute(
-        f"""
+        """
         WITH stats AS (SELECT count(*) AS n, avg(length) AS avgdl FROM lex_units WHERE kind = $kind),
         df AS (
             SELECT p.term, count(*) AS df FROM lex_postings p JOIN lex_units u ON u.unit = p.unit
@@ -57,21 +56,12 @@ def bm25(metadata, query: str, kind: str, k: int, candidates: list[str] | None =
             * p.tf * ($k1 + 1) / (p.tf + $k1 * (1 - $b + $b * u.length / s.avgdl))
         ) AS score
         FROM lex_postings p JOIN df ON df.term = p.term JOIN lex_units u ON u.unit = p.unit, stats s
-        WHERE u.kind = $kind {only}
+        WHERE u.kind = $kind
         GROUP BY p.unit ORDER BY score DESC, p.unit LIMIT $limit
         """,
-        {"terms": terms, "kind": kind, "k1": K1, "b": B, "limit": k,
-         **({"cands": candidates} if candidates is not None else {})},
+        {"terms": terms, "kind": kind, "k1": K1, "b": B, "limit": k},
     ).fetchall()
     return [(unit, float(score)) for unit, score in rows]
-
-
-def bm25_objects(metadata, query: str, source_ids: list[str], k: int) -> list[tuple[str, float]]:
-    """BM25 over the claims of the given documents (to pick the statements inside good documents)."""
-    if not source_ids:
-        return []
-    claims = metadata.object_ids_for_sources(source_ids, "type = 'claim' AND status = 'active'")
-    return bm25(metadata, query, "claim", k, candidates=claims) if claims else []
 
 
 class PostingIndex:

@@ -95,14 +95,17 @@ CREATE INDEX IF NOT EXISTS objects_status ON objects (status);
 CREATE INDEX IF NOT EXISTS objects_layer ON objects (layer);
 CREATE INDEX IF NOT EXISTS objects_embedding ON objects (embedding_id);
 CREATE INDEX IF NOT EXISTS objects_source ON objects (source);
-CREATE INDEX IF NOT EXISTS spans_object ON spans (object_id);
 CREATE INDEX IF NOT EXISTS spans_source ON spans (source_id);
 CREATE INDEX IF NOT EXISTS edges_head ON edges (head);
 CREATE INDEX IF NOT EXISTS edges_tail ON edges (tail);
 CREATE INDEX IF NOT EXISTS names_name ON names (name);
-CREATE INDEX IF NOT EXISTS names_object ON names (object_id);
-CREATE INDEX IF NOT EXISTS lex_term ON lex_postings (term);
-CREATE INDEX IF NOT EXISTS lex_unit ON lex_postings (unit);
+-- Indexes no query looks values up in (DuckDB uses an index only for constants: `id_filter`). Each
+-- write session loaded and rewrote them: at 32,000 documents these four held 300 MB of the ART
+-- memory a commit needed and doubled a write session's time; older banks drop them.
+DROP INDEX IF EXISTS spans_object;
+DROP INDEX IF EXISTS names_object;
+DROP INDEX IF EXISTS lex_term;
+DROP INDEX IF EXISTS lex_unit;
 CREATE INDEX IF NOT EXISTS sources_partition ON sources (partition_key);
 """
 
@@ -304,6 +307,7 @@ class MetadataStore:
             self.con.execute(_SCHEMA)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self.con.execute("COMMIT")
+            self._drop_object_postings()
             _SCHEMA_READY.add(self.path)
         return self
 
@@ -350,6 +354,16 @@ class MetadataStore:
                                  "from_json(json_extract(data, '$.disputed_by'), '[\"VARCHAR\"]')",
                                  "NOT contains(data, '\"disputed_by\":[]')")
         self._add_objects_column("source", "VARCHAR", "coalesce(source_ids[1], '')")
+
+    def _drop_object_postings(self) -> None:
+        """Banks written before recall ranked only documents lexically also hold BM25 postings of every
+        memory object (three quarters of the postings table), which nothing reads: removed once."""
+        if not self.con.execute("SELECT 1 FROM lex_units WHERE kind <> 'source' LIMIT 1").fetchall():
+            return
+        log.warning("%s: removing the postings of memory objects (once for this bank)", self.path)
+        with self.transaction():
+            self.con.execute("DELETE FROM lex_postings WHERE unit IN (SELECT unit FROM lex_units WHERE kind <> 'source')")
+            self.con.execute("DELETE FROM lex_units WHERE kind <> 'source'")
 
     def _add_objects_column(self, column: str, declaration: str, value: str, where: str = "true") -> None:
         if self.con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'objects' AND column_name "
@@ -442,15 +456,15 @@ class MetadataStore:
         self.insert_rows("edges", ["id", "head", "tail", "edge_type", "weight", "object_id", "run_id"], rows,
                          replace=True)
 
-    def replace_lexical(self, units: Sequence[tuple[str, str, dict[str, int]]]) -> None:
-        """(Re)index retrieval units (unit id, kind, term counts) for BM25, in one transaction."""
+    def add_postings(self, units: Sequence[tuple[str, str, dict[str, int]]]) -> None:
+        """Index new retrieval units (unit id, kind, term counts) for BM25, in one transaction. Units are
+        layer-0 versions, whose text never changes: there is nothing to replace, and deleting first
+        scanned the whole postings table on every write."""
         units = list({u[0]: u for u in units}.values())
         if not units:
             return
         with self.transaction():
-            self._delete_where_in("lex_postings", "unit", [u[0] for u in units])
-            self.insert_rows("lex_units", ["unit", "kind", "length"],
-                             [(u, kind, sum(c.values())) for u, kind, c in units], replace=True)
+            self.insert_rows("lex_units", ["unit", "kind", "length"], [(u, kind, sum(c.values())) for u, kind, c in units])
             self.insert_rows("lex_postings", ["term", "unit", "tf"],
                              [(t, u, n) for u, _, c in units for t, n in c.items()])
 
