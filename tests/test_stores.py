@@ -23,6 +23,7 @@ from smb_core.model import (
 )
 from smb_core.settings import Settings
 from smb_core.stores import graph as graph_module
+from smb_core.stores import graph_snapshot
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import LAYER_FOLDERS, MarkdownStore, memory_folders
 from smb_core.stores import metadata as metadata_module
@@ -489,6 +490,19 @@ def test_metadata_store_sources_and_edges(tmp_path: Path):
             reader.sql("DELETE FROM edges")
     finally:
         reader.close()
+
+
+def test_duckdb_connections_draw_no_progress_bar(tmp_path: Path):
+    """DuckDB draws one for queries over two seconds on a connection (not on a cursor, which read
+    sessions use), into run logs too: 7,000 characters for one query."""
+    setting = "SELECT current_setting('enable_progress_bar')"
+    writer = MetadataStore(tmp_path / "m.duckdb").connect()
+    try:
+        assert writer.sql(setting) == [(False,)]
+    finally:
+        writer.close()
+    with graph_snapshot._connection(None, tmp_path) as con:
+        assert con.execute(setting).fetchall() == [(False,)]
 
 
 def test_metadata_read_only_on_missing_file_is_empty_not_an_error(tmp_path: Path):

@@ -168,6 +168,7 @@ def _connection(memory_limit: str | None, spill: Path) -> Iterator[duckdb.DuckDB
     if memory_limit:
         config["memory_limit"] = memory_limit
     con = duckdb.connect(":memory:", config=config)
+    con.execute("SET enable_progress_bar = false")  # it would be drawn into run logs
     try:
         yield con
     finally:

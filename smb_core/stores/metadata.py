@@ -27,6 +27,8 @@ from smb_core.model import MemoryObject, SourceDocument, model_for
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+#: DuckDB draws a progress bar for queries over two seconds, on the terminal and into run logs alike.
+_QUIET = "SET enable_progress_bar = false"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -337,7 +339,9 @@ class MetadataStore:
         deadline, delay = time.monotonic() + self.wait_seconds, 0.005
         while True:
             try:
-                return duckdb.connect(str(self.path), config=config)
+                con = duckdb.connect(str(self.path), config=config)
+                con.execute(_QUIET)
+                return con
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
                     raise
