@@ -89,7 +89,8 @@ class Bank:
             self._db = MetadataStore(self.db_path, read_only=True, memory_limit=self.settings.duckdb_memory_limit,
                                      writer_lock=self.lock.path).connect()
             try:
-                yield self._db
+                with self._db.naming_the_memory_limit():
+                    yield self._db
             finally:
                 self._db.close()
                 self._db = None
@@ -110,7 +111,7 @@ class Bank:
             self._db = MetadataStore(self.db_path, memory_limit=self.settings.duckdb_memory_limit,
                                      wait_seconds=self.settings.lock_timeout_seconds).connect()
             try:
-                with self._db.transaction():
+                with self._db.naming_the_memory_limit(), self._db.transaction():
                     yield self._db
                 self._delete_unused_vectors(self._db)
             finally:

@@ -495,12 +495,16 @@ def test_duckdb_sessions_use_the_configured_memory_limit(tmp_path: Path) -> None
     assert limit.startswith(("286", "300"))  # DuckDB reports it in MiB/MB ("286.1 MiB")
 
 
-def test_a_query_over_the_memory_limit_names_the_setting_to_raise(tmp_path: Path) -> None:
+def test_a_read_or_write_session_over_the_memory_limit_names_the_setting_to_raise(tmp_path: Path) -> None:
     bank = Bank(settings=Settings(memory_bank_dir=tmp_path / "bank", kbmd_dir=tmp_path / "kbmd",
                                   duckdb_memory_limit="20MB"))
     bank.init()
-    with bank.reading() as db, pytest.raises(duckdb.OutOfMemoryException, match="SMB_DUCKDB_MEMORY_LIMIT"):
+    with pytest.raises(duckdb.OutOfMemoryException, match="SMB_DUCKDB_MEMORY_LIMIT"), bank.reading() as db:
         db.sql("SELECT list(range) FROM range(20000000)")  # one 160 MB list: more than 20 MB
+    with pytest.raises(duckdb.OutOfMemoryException, match="SMB_DUCKDB_MEMORY_LIMIT"), bank.writing() as db:
+        db.con.execute("CREATE TABLE big AS SELECT list(range) AS l FROM range(20000000)")
+    with bank.reading() as db:  # the failed session left the bank as it was
+        assert db.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'big'") == [(0,)]
 
 
 # ---- one vector per distinct text ---------------------------------------------------------------

@@ -405,11 +405,19 @@ class MetadataStore:
             self.con, self._attached = None, False
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        return self.con.execute(query, params or []).fetchall()
+
+    @contextmanager
+    def naming_the_memory_limit(self) -> Iterator[None]:
+        """DuckDB running out of memory in a session (a query, or a commit appending to the indexes)
+        says which setting raises its limit."""
         try:
-            return self.con.execute(query, params or []).fetchall()
-        except duckdb.OutOfMemoryException as exc:
-            raise duckdb.OutOfMemoryException(
-                f"{exc}\nThe bank's DuckDB sessions may use {self.memory_limit}: raise SMB_DUCKDB_MEMORY_LIMIT.") from exc
+            yield
+        except duckdb.Error as exc:
+            if "out of memory" not in str(exc).lower():
+                raise
+            raise type(exc)(f"{exc}\nThe bank's DuckDB sessions may use {self.memory_limit}: "
+                            "raise SMB_DUCKDB_MEMORY_LIMIT.") from exc
 
     # ---- writes ---------------------------------------------------------------------------
 
