@@ -754,7 +754,8 @@ def test_an_older_bank_loses_its_object_postings_and_unused_indexes(tmp_path: Pa
     metadata._SCHEMA_READY.clear()  # as in a new process
     store = MetadataStore(path).connect()
     try:
-        assert store.sql("SELECT unit, term FROM lex_postings ORDER BY ALL") == [("src-1", "lisbon"), ("src-1", "okafor")]
+        postings = store.sql("SELECT unit, term FROM lex_postings ORDER BY ALL")
+        assert postings == [("src-1", "lisbon"), ("src-1", "okafor")]
         assert store.sql("SELECT unit FROM lex_units") == [("src-1",)]
         assert store.sql("SELECT index_name FROM duckdb_indexes() WHERE index_name IN "
                          "('spans_object', 'names_object', 'lex_term', 'lex_unit')") == []

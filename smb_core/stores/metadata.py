@@ -366,7 +366,8 @@ class MetadataStore:
             return
         log.warning("%s: removing the postings of memory objects (once for this bank)", self.path)
         with self.transaction():
-            self.con.execute("DELETE FROM lex_postings WHERE unit IN (SELECT unit FROM lex_units WHERE kind <> 'source')")
+            self.con.execute("DELETE FROM lex_postings WHERE unit IN "
+                             "(SELECT unit FROM lex_units WHERE kind <> 'source')")
             self.con.execute("DELETE FROM lex_units WHERE kind <> 'source'")
 
     def _add_objects_column(self, column: str, declaration: str, value: str, where: str = "true") -> None:
@@ -476,7 +477,8 @@ class MetadataStore:
         if not units:
             return
         with self.transaction():
-            self.insert_rows("lex_units", ["unit", "kind", "length"], [(u, kind, sum(c.values())) for u, kind, c in units])
+            self.insert_rows("lex_units", ["unit", "kind", "length"],
+                             [(u, kind, sum(c.values())) for u, kind, c in units])
             self.insert_rows("lex_postings", ["term", "unit", "tf"],
                              [(t, u, n) for u, _, c in units for t, n in c.items()])
 
