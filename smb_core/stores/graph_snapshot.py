@@ -24,7 +24,7 @@ from typing import IO
 import duckdb
 import networkx as nx
 
-from smb_core.stores.metadata import sql_literal
+from smb_core.stores.metadata import QUIET, sql_literal
 
 _OPS_COLUMNS = "{'s': 'BIGINT', 'o': 'VARCHAR', 'h': 'VARCHAR', 't': 'VARCHAR', 'k': 'VARCHAR', 'a': 'JSON'}"
 _MERGED = "list_reduce(list(a ORDER BY s), lambda x, y: json_merge_patch(x, y))"
@@ -168,7 +168,7 @@ def _connection(memory_limit: str | None, spill: Path) -> Iterator[duckdb.DuckDB
     if memory_limit:
         config["memory_limit"] = memory_limit
     con = duckdb.connect(":memory:", config=config)
-    con.execute("SET enable_progress_bar = false")  # it would be drawn into run logs
+    con.execute(QUIET)
     try:
         yield con
     finally:

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 #: DuckDB draws a progress bar for queries over two seconds, on the terminal and into run logs alike.
-_QUIET = "SET enable_progress_bar = false"
+QUIET = "SET enable_progress_bar = false"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -340,7 +340,7 @@ class MetadataStore:
         while True:
             try:
                 con = duckdb.connect(str(self.path), config=config)
-                con.execute(_QUIET)
+                con.execute(QUIET)
                 return con
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
