@@ -48,6 +48,12 @@ class LayerZeroImmutableError(PermissionError):
     """Layer 0 holds immutable source copies; a change is a new version, never an edit."""
 
 
+#: Missing objects a consistency report names (it counts them all).
+SHOWN_MISSING = 20
+#: Objects a whole-bank consistency check reads at once.
+CHECK_BATCH = 100_000
+
+
 class Bank:
     """Owns the four stores of one memory bank directory and the lock between processes."""
 
@@ -512,46 +518,67 @@ class Bank:
 
     def check_consistency(self, object_ids: Sequence[str] | None = None) -> dict[str, Any]:
         """Compare the stores: every DuckDB object has its file, its text's vector and (if typed) graph node."""
+        if object_ids is None:
+            return self._check_whole_bank()
         with self.reading() as db:
-            if object_ids is None:
-                rows = db.sql("SELECT id, file_path, graph_node_id, embedding_id FROM objects")
-            else:
-                where, params = id_filter("id", list(object_ids))
-                rows = db.sql(f"SELECT id, file_path, graph_node_id, embedding_id FROM objects WHERE {where}", params)
-            ids = [r[0] for r in rows]
-            found = set(ids)
-            missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
-            absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
-            missing_nodes = [r[0] for r in rows if r[2] in absent]
-            keys = sorted({r[3] for r in rows if r[3]})
-            in_chroma = self.vectors.existing(keys) if keys else set()
-            missing_vectors = [r[0] for r in rows if r[3] not in in_chroma]
+            where, params = id_filter("id", list(object_ids))
+            rows = db.sql(f"SELECT id, file_path, graph_node_id, embedding_id FROM objects WHERE {where}", params)
+        found = {r[0] for r in rows}
+        missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
+        absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
+        missing_nodes = [r[0] for r in rows if r[2] in absent]
+        keys = sorted({r[3] for r in rows if r[3]})
+        in_chroma = self.vectors.existing(keys) if keys else set()
+        missing_vectors = [r[0] for r in rows if r[3] not in in_chroma]
+        report = {
+            "checked": len(rows),
+            "missing_markdown": missing_files[:SHOWN_MISSING],
+            "missing_vectors": missing_vectors[:SHOWN_MISSING],
+            "missing_graph_nodes": missing_nodes[:SHOWN_MISSING],
+            "missing_rows": [i for i in object_ids if i not in found][:SHOWN_MISSING],
+        }
+        report["consistent"] = not (missing_files or missing_vectors or missing_nodes or report["missing_rows"])
+        return report
+
+    def _check_whole_bank(self) -> dict[str, Any]:
+        """`check_consistency` of every object, a batch at a time (`smb status`): at 50,000 documents,
+        holding every object's row, text key and graph node at once took 13 minutes, at up to 10.9 GB RSS."""
+        checked, missing_files, missing_vectors, problems = 0, [], [], 0
+        with self.reading() as db:
             edge_rows = db.sql("SELECT count(*) FROM edges")[0][0]
-            report = {
-                "checked": len(ids),
-                "missing_markdown": missing_files[:20],
-                "missing_vectors": missing_vectors[:20],
-                "missing_graph_nodes": missing_nodes[:20],
-                "missing_rows": [i for i in (object_ids or []) if i not in found][:20],
-            }
-            if object_ids is None:
-                report["markdown_files"] = self.markdown.count() - self.markdown.count(layer=0)
-                report["duckdb_rows"] = len(ids)
-                report["chroma_vectors"] = self.vectors.count()
-                report["distinct_texts"] = len(keys)
-                # vectors of texts no object has (a writer died between Chroma and DuckDB): harmless to recall
-                report["unused_vectors"] = max(0, report["chroma_vectors"] - len(keys))
-                report["graph_nodes"], report["graph_edges"] = self.graph.counts()
-                report["duckdb_edges"] = edge_rows
-                report["consistent"] = (
-                    not (missing_files or missing_vectors or missing_nodes)
-                    and report["markdown_files"] == len(ids)
-                    and report["graph_edges"] == edge_rows
-                )
-            else:
-                report["consistent"] = not (missing_files or missing_vectors or missing_nodes
-                                            or report["missing_rows"])
-            return report
+            texts = db.sql("SELECT count(DISTINCT NULLIF(embedding_id, '')) FROM objects")[0][0]
+            for batch in db.batches("SELECT id, file_path, embedding_id FROM objects", size=CHECK_BATCH):
+                checked += len(batch)
+                keys = sorted({key for *_, key in batch if key})
+                in_chroma = self.vectors.existing(keys) if keys else set()
+                files = [i for i, path, _ in batch if not (self.root / path).is_file()]
+                vectors = [i for i, _, key in batch if key not in in_chroma]
+                problems += len(files) + len(vectors)
+                missing_files += files[:SHOWN_MISSING - len(missing_files)]
+                missing_vectors += vectors[:SHOWN_MISSING - len(missing_vectors)]
+            node_batches = ([r[0] for r in batch] for batch in
+                            db.batches("SELECT graph_node_id FROM objects WHERE graph_node_id IS NOT NULL",
+                                       size=CHECK_BATCH))
+            nodes, edges, missing_nodes, absent = self.graph.audit(node_batches, SHOWN_MISSING)
+        chroma_vectors = self.vectors.count()
+        markdown_files = self.markdown.count() - self.markdown.count(layer=0)
+        return {
+            "checked": checked,
+            "missing_markdown": missing_files,
+            "missing_vectors": missing_vectors,
+            "missing_graph_nodes": missing_nodes,  # a graph node's id is its object's
+            "missing_rows": [],
+            "markdown_files": markdown_files,
+            "duckdb_rows": checked,
+            "chroma_vectors": chroma_vectors,
+            "distinct_texts": texts,
+            # vectors of texts no object has (a writer died between Chroma and DuckDB): harmless to recall
+            "unused_vectors": max(0, chroma_vectors - texts),
+            "graph_nodes": nodes,
+            "graph_edges": edges,
+            "duckdb_edges": edge_rows,
+            "consistent": not (problems or absent) and markdown_files == checked and edges == edge_rows,
+        }
 
 
 def _node_attrs(obj: MemoryObject) -> dict[str, Any]:

@@ -112,6 +112,35 @@ def test_a_check_of_new_objects_reads_the_graph_log_and_still_finds_a_lost_node(
     assert report["consistent"] is False and report["missing_graph_nodes"] == ["ent-okafor"]
 
 
+
+def test_the_whole_bank_check_reads_a_batch_at_a_time_and_names_every_missing_piece(bank: Bank, monkeypatch):
+    from smb_core import bank as bank_module
+
+    monkeypatch.setattr(bank_module, "CHECK_BATCH", 1)  # one object a batch: what is found must add up
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    bank.graph.compact()
+    report = Bank(settings=bank.settings).check_consistency()  # a process that has not read the graph
+    assert report["consistent"] is True and report["checked"] == 4
+    assert (report["graph_nodes"], report["graph_edges"], report["distinct_texts"]) == (3, 2, 4)
+
+    (bank.root / "layer-1/concepts/con-vector-index.md").unlink()
+    (bank.root / "layer-1/relationships/rel-okafor-index.md").unlink()
+    bank.vectors.collection.delete(ids=[vector_key(objects[2].text())])  # the claim's vector
+    snapshot, damaged = bank.graph.snapshot_path, bank.graph.snapshot_path.with_name("damaged.parquet")
+    duckdb.execute(f"COPY (SELECT * FROM read_parquet('{snapshot}') "
+                   f"WHERE 'ent-okafor' NOT IN (head, coalesce(tail, ''))) TO '{damaged}' (FORMAT parquet)")
+    damaged.replace(snapshot)
+    for loaded in (False, True):
+        checker = Bank(settings=bank.settings)
+        if loaded:
+            checker.graph.ensure_loaded()
+        report = checker.check_consistency()
+        assert report["consistent"] is False and report["checked"] == 4, loaded
+        assert sorted(report["missing_markdown"]) == ["con-vector-index", "rel-okafor-index"]
+        assert report["missing_vectors"] == ["clm-founded"] and report["missing_graph_nodes"] == ["ent-okafor"]
+        assert (report["graph_nodes"], report["graph_edges"], report["duckdb_edges"]) == (2, 0, 2)
+
 def test_rewriting_the_same_objects_does_not_duplicate(bank: Bank):
     objects, edges = _objects()
     bank.write(objects, edges)

@@ -15,7 +15,7 @@ import os
 import pickle
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,26 @@ class GraphStore:
             return graph.number_of_nodes(), graph.number_of_edges()
         with self._folded() as con:
             return graph_snapshot.folded_counts(con)
+
+    def audit(self, node_batches: Iterable[Sequence[str]], shown: int = 20) -> tuple[int, int, list[str], int]:
+        """(nodes, edges, the first `shown` of the given nodes the graph lacks, how many it lacks): the
+        whole-bank check. A process that has not read the graph compares the nodes, given in batches,
+        with the folded graph in SQL, so that neither side is held in Python (`missing_nodes` for
+        every object of a 50,000-document bank held 6.8 million ids and parsed its 1.4 GB log twice)."""
+        if self._loaded:
+            graph = self.ensure_loaded()
+            missing = sorted(node for batch in node_batches for node in batch if not graph.has_node(node))
+            return graph.number_of_nodes(), graph.number_of_edges(), missing[:shown], len(missing)
+        with self._folded() as con:
+            con.execute("CREATE TEMP TABLE wanted (node VARCHAR)")
+            for batch in node_batches:
+                con.execute("INSERT INTO wanted SELECT unnest(?::VARCHAR[])", [list(batch)])
+            con.execute("CREATE TEMP TABLE absent AS "
+                        "SELECT w.node FROM wanted w ANTI JOIN folded_nodes f ON f.h = w.node")
+            missing = [row[0] for row in
+                       con.execute("SELECT node FROM absent ORDER BY node LIMIT ?", [shown]).fetchall()]
+            absent = con.execute("SELECT count(*) FROM absent").fetchone()[0]
+            return *graph_snapshot.folded_counts(con), missing, absent
 
     @contextmanager
     def _folded(self) -> Iterator[Any]:
