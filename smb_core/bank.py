@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from smb_core.bank_check import SHOWN, check_whole_bank
 from smb_core.embed import Embedder, get_embedder
 from smb_core.fsutil import atomic_write_text
 from smb_core.locking import BankLock
@@ -46,12 +47,6 @@ _VECTORS_CHECKED: set[Path] = set()
 
 class LayerZeroImmutableError(PermissionError):
     """Layer 0 holds immutable source copies; a change is a new version, never an edit."""
-
-
-#: Missing objects a consistency report names (it counts them all).
-SHOWN_MISSING = 20
-#: Objects a whole-bank consistency check reads at once.
-CHECK_BATCH = 100_000
 
 
 class Bank:
@@ -174,11 +169,15 @@ class Bank:
     def _generation_file(self) -> Path:
         return self.root / ".generation"
 
-    def _refresh_if_changed(self) -> None:
+    def current_generation(self) -> str:
+        """The bank's generation now, as the last write session of any process left it."""
         try:
-            current = self._generation_file().read_text()
+            return self._generation_file().read_text()
         except FileNotFoundError:
-            current = "0"
+            return "0"
+
+    def _refresh_if_changed(self) -> None:
+        current = self.current_generation()
         if current != self._generation_seen:
             self._expansions.clear()
             self.vectors.reload()  # the graph catches up on its own by replaying its log
@@ -512,6 +511,7 @@ class Bank:
                 "graph_edges": report["graph_edges"],
             },
             "consistent": report["consistent"],
+            "changed_during_check": report["changed_during_check"],  # then the store counts were not compared
         }
 
     # ---- consistency ----------------------------------------------------------------------
@@ -519,66 +519,26 @@ class Bank:
     def check_consistency(self, object_ids: Sequence[str] | None = None) -> dict[str, Any]:
         """Compare the stores: every DuckDB object has its file, its text's vector and (if typed) graph node."""
         if object_ids is None:
-            return self._check_whole_bank()
+            return check_whole_bank(self)
         with self.reading() as db:
             where, params = id_filter("id", list(object_ids))
             rows = db.sql(f"SELECT id, file_path, graph_node_id, embedding_id FROM objects WHERE {where}", params)
-        found = {r[0] for r in rows}
-        missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
-        absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
-        missing_nodes = [r[0] for r in rows if r[2] in absent]
-        keys = sorted({r[3] for r in rows if r[3]})
-        in_chroma = self.vectors.existing(keys) if keys else set()
-        missing_vectors = [r[0] for r in rows if r[3] not in in_chroma]
+            found = {r[0] for r in rows}
+            missing_files = [r[0] for r in rows if not (self.root / r[1]).is_file()]
+            absent = self.graph.missing_nodes(r[2] for r in rows if r[2])  # a run's own: from the log's end
+            missing_nodes = [r[0] for r in rows if r[2] in absent]
+            keys = sorted({r[3] for r in rows if r[3]})
+            in_chroma = self.vectors.existing(keys) if keys else set()
+            missing_vectors = [r[0] for r in rows if r[3] not in in_chroma]
         report = {
             "checked": len(rows),
-            "missing_markdown": missing_files[:SHOWN_MISSING],
-            "missing_vectors": missing_vectors[:SHOWN_MISSING],
-            "missing_graph_nodes": missing_nodes[:SHOWN_MISSING],
-            "missing_rows": [i for i in object_ids if i not in found][:SHOWN_MISSING],
+            "missing_markdown": missing_files[:SHOWN],
+            "missing_vectors": missing_vectors[:SHOWN],
+            "missing_graph_nodes": missing_nodes[:SHOWN],
+            "missing_rows": [i for i in object_ids if i not in found][:SHOWN],
         }
         report["consistent"] = not (missing_files or missing_vectors or missing_nodes or report["missing_rows"])
         return report
-
-    def _check_whole_bank(self) -> dict[str, Any]:
-        """`check_consistency` of every object, a batch at a time (`smb status`): at 50,000 documents,
-        holding every object's row, text key and graph node at once took 13 minutes, at up to 10.9 GB RSS."""
-        checked, missing_files, missing_vectors, problems = 0, [], [], 0
-        with self.reading() as db:
-            edge_rows = db.sql("SELECT count(*) FROM edges")[0][0]
-            texts = db.sql("SELECT count(DISTINCT NULLIF(embedding_id, '')) FROM objects")[0][0]
-            for batch in db.batches("SELECT id, file_path, embedding_id FROM objects", size=CHECK_BATCH):
-                checked += len(batch)
-                keys = sorted({key for *_, key in batch if key})
-                in_chroma = self.vectors.existing(keys) if keys else set()
-                files = [i for i, path, _ in batch if not (self.root / path).is_file()]
-                vectors = [i for i, _, key in batch if key not in in_chroma]
-                problems += len(files) + len(vectors)
-                missing_files += files[:SHOWN_MISSING - len(missing_files)]
-                missing_vectors += vectors[:SHOWN_MISSING - len(missing_vectors)]
-            node_batches = ([r[0] for r in batch] for batch in
-                            db.batches("SELECT graph_node_id FROM objects WHERE graph_node_id IS NOT NULL",
-                                       size=CHECK_BATCH))
-            nodes, edges, missing_nodes, absent = self.graph.audit(node_batches, SHOWN_MISSING)
-        chroma_vectors = self.vectors.count()
-        markdown_files = self.markdown.count() - self.markdown.count(layer=0)
-        return {
-            "checked": checked,
-            "missing_markdown": missing_files,
-            "missing_vectors": missing_vectors,
-            "missing_graph_nodes": missing_nodes,  # a graph node's id is its object's
-            "missing_rows": [],
-            "markdown_files": markdown_files,
-            "duckdb_rows": checked,
-            "chroma_vectors": chroma_vectors,
-            "distinct_texts": texts,
-            # vectors of texts no object has (a writer died between Chroma and DuckDB): harmless to recall
-            "unused_vectors": max(0, chroma_vectors - texts),
-            "graph_nodes": nodes,
-            "graph_edges": edges,
-            "duckdb_edges": edge_rows,
-            "consistent": not (problems or absent) and markdown_files == checked and edges == edge_rows,
-        }
 
 
 def _node_attrs(obj: MemoryObject) -> dict[str, Any]:

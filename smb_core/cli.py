@@ -130,6 +130,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"waiting:   {status['claims_awaiting_contradiction_check']} claims for the contradiction check "
                   "(SMB_CONTRADICTION_CLAIMS_PER_CYCLE a cycle)")
         print(f"consistent: {status['consistent']}")
+        if status["changed_during_check"]:
+            print("(the bank was written during the check: each object was checked, the store counts not compared)")
     return 0 if status["consistent"] else 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from smb_core.bank import Bank, LayerZeroImmutableError
-from smb_core import ingest
+from smb_core import bank_check, ingest
 from smb_core.corpus import scan
 from smb_core.extract.nlp import NLPExtractor
 from smb_core.ingest import extract_sources, ingest_sources
@@ -114,9 +115,7 @@ def test_a_check_of_new_objects_reads_the_graph_log_and_still_finds_a_lost_node(
 
 
 def test_the_whole_bank_check_reads_a_batch_at_a_time_and_names_every_missing_piece(bank: Bank, monkeypatch):
-    from smb_core import bank as bank_module
-
-    monkeypatch.setattr(bank_module, "CHECK_BATCH", 1)  # one object a batch: what is found must add up
+    monkeypatch.setattr(bank_check, "BATCH", 1)  # one object a batch: what is found must add up
     objects, edges = _objects()
     bank.write(objects, edges)
     bank.graph.compact()
@@ -140,6 +139,37 @@ def test_the_whole_bank_check_reads_a_batch_at_a_time_and_names_every_missing_pi
         assert sorted(report["missing_markdown"]) == ["con-vector-index", "rel-okafor-index"]
         assert report["missing_vectors"] == ["clm-founded"] and report["missing_graph_nodes"] == ["ent-okafor"]
         assert (report["graph_nodes"], report["graph_edges"], report["duckdb_edges"]) == (2, 0, 2)
+
+
+def test_a_writer_goes_on_during_a_whole_bank_check_and_what_it_changed_is_not_reported_missing(bank: Bank,
+                                                                                                  monkeypatch):
+    objects, edges = _objects()
+    bank.write(objects, edges)
+    writer = Bank(settings=bank.settings.model_copy(update={"lock_timeout_seconds": 1.0}))  # another process
+    monkeypatch.setattr(bank_check, "BATCH", 1)
+    checked_keys, existing, shared, sessions = [], bank.vectors.existing, bank.lock.shared, []
+
+    @contextmanager
+    def writing_between_batches():  # before each of the check's first two batches a writer goes first
+        sessions.append(1)
+        if len(sessions) == 2:  # (the first hold was the listing's)
+            with writer.reading() as db:
+                retitled = db.get_object("con-vector-index")
+            retitled.title = "vector search index"  # its old text's vector goes
+            writer.update_objects([retitled])
+        if len(sessions) == 3:
+            writer.write([Concept(id="con-new", title="graph database", source_ids=["src-1"])])
+        with shared():
+            yield
+
+    monkeypatch.setattr(bank.lock, "shared", writing_between_batches)
+    monkeypatch.setattr(bank.vectors, "existing", lambda keys: checked_keys.extend(keys) or existing(keys))
+    report = bank.check_consistency()
+    assert report["changed_during_check"] is True and report["checked"] == 4  # the objects as listed
+    assert vector_key("vector index") in checked_keys  # the listed text, whose vector had gone: checked again
+    assert report["consistent"] is True and report["missing_vectors"] == []
+    assert report["markdown_files"] == 5  # counted after the writer: shown, not compared
+    assert Bank(settings=bank.settings).check_consistency()["changed_during_check"] is False
 
 def test_rewriting_the_same_objects_does_not_duplicate(bank: Bank):
     objects, edges = _objects()

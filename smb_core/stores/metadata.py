@@ -408,13 +408,6 @@ class MetadataStore:
     def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple]:
         return self.con.execute(query, params or []).fetchall()
 
-    def batches(self, query: str, params: Sequence[Any] | None = None, size: int = 100_000) -> Iterator[list[tuple]]:
-        """The query's rows, `size` at a time, streamed: for scans of every object, which do not fit in
-        memory at tens of thousands of documents. The session runs no other query until they are read."""
-        result = self.con.execute(query, params or [])
-        while rows := result.fetchmany(size):
-            yield rows
-
     @contextmanager
     def naming_the_memory_limit(self) -> Iterator[None]:
         """DuckDB running out of memory in a session (a query, or a commit appending to the indexes)
