@@ -320,6 +320,13 @@ def measure(size: int, settings, questions: list[dict]) -> dict:
     }
 
 
+def finished_result(saved: Path) -> dict | None:
+    """The recorded result of a size whose cycle succeeded. One whose cycle failed (a writer timed out, say)
+    is not reused: the run goes on from its progress record, which has no cycle, and runs it again."""
+    row = json.loads(saved.read_text()) if saved.exists() else None
+    return row if row and row.get("evolve_ok", True) else None
+
+
 def run_size(size: int, root: str, reuse: bool, mode: str) -> dict:
     try:
         from smb_core.settings import Settings
@@ -331,8 +338,7 @@ def run_size(size: int, root: str, reuse: bool, mode: str) -> dict:
         if size > PASSAGES:
             assert len(passages) == PASSAGES, len(passages)
         exists = (Path(settings.memory_bank_dir) / "metadata.duckdb").exists()
-        if reuse and exists and saved.exists():
-            row = json.loads(saved.read_text())
+        if reuse and exists and (row := finished_result(saved)):
             log(f"N={size}: reusing the bank and its ingest/evolution figures from {saved}")
         elif reuse and exists and progress.exists():
             log(f"N={size}: going on from what {progress} records")

@@ -77,6 +77,15 @@ def test_a_stopped_scale_run_goes_on_from_its_last_finished_slice(scale, tmp_pat
     assert not calls and again["evolve_s"] == row["evolve_s"]
 
 
+def test_a_result_whose_cycle_failed_is_not_reused(scale, tmp_path: Path):
+    saved = tmp_path / "result-10.json"
+    assert scale.finished_result(saved) is None
+    saved.write_text(json.dumps({"size": 10, "evolve_ok": False, "evolve_failures": ["BankBusyError"]}))
+    assert scale.finished_result(saved) is None  # --reuse goes on from progress-10.json: the cycle runs again
+    saved.write_text(json.dumps({"size": 10, "evolve_ok": True}))
+    assert scale.finished_result(saved) == {"size": 10, "evolve_ok": True}
+
+
 def _returns(x: int) -> dict:
     return {"twice": 2 * x}
 
