@@ -88,10 +88,10 @@ class Bank:
         with self.lock.shared():
             self._refresh_if_changed()
             self._db = MetadataStore(self.db_path, read_only=True, memory_limit=self.settings.duckdb_memory_limit,
-                                     writer_lock=self.lock.path).connect()
+                                     writer_lock=self.lock.path)
             try:
-                with self._db.naming_the_memory_limit():
-                    yield self._db
+                with self._db.naming_the_memory_limit():  # setting the limit can fail as memory does
+                    yield self._db.connect()
             finally:
                 self._db.close()
                 self._db = None
