@@ -27,7 +27,7 @@ from smb_core.recall.lexical import term_counts
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import GraphStore
 from smb_core.stores.markdown import MarkdownStore
-from smb_core.stores.metadata import MetadataStore, id_filter
+from smb_core.stores.metadata import MetadataStore, id_filter, indexed_objects
 from smb_core.stores.vectors import VectorStore, legacy_vectors, vector_key
 
 log = logging.getLogger(__name__)
@@ -355,7 +355,10 @@ class Bank:
 
     def _query_objects_by_key(self, keys: list[str] | None, k: int, prefix: str, statuses: Sequence[str],
                               types: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
-        where, params = id_filter("embedding_id", keys) if keys is not None else ("true", [])
+        found, params = "objects", []
+        if keys is not None:  # the texts' objects looked up first, then filtered
+            found, params = indexed_objects("embedding_id", keys, "embedding_id, id, source, status, type")
+        where = "true"
         if prefix:
             where, params = f"{where} AND starts_with(id, ?)", [*params, prefix]
         if statuses:  # list_contains, not IN (SELECT unnest(?)): no semi-join (3 of 9 ms for 100 texts)
@@ -363,9 +366,9 @@ class Bank:
         if types:
             where, params = f"{where} AND list_contains(?, type)", [*params, list(types)]
         with self.reading() as db:
-            rows = db.sql(f"SELECT embedding_id, id, source FROM objects WHERE {where} "
-                          "QUALIFY row_number() OVER (PARTITION BY embedding_id ORDER BY id) <= ? ORDER BY id"
-                          + (f" LIMIT {int(limit)}" if limit else ""), [*params, k])
+            rows = db.sql(f"SELECT embedding_id, id, source FROM {found} "
+                          f"WHERE {where} QUALIFY row_number() OVER (PARTITION BY embedding_id ORDER BY id) <= ? "
+                          "ORDER BY id" + (f" LIMIT {int(limit)}" if limit else ""), [*params, k])
         out: dict[str, list[tuple[str, str]]] = {}
         for key, object_id, source in rows:
             out.setdefault(key, []).append((object_id, source))

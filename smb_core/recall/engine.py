@@ -20,7 +20,7 @@ from smb_core.recall.lexical import tokenize
 from smb_core.recall.linking import Link, link_text
 from smb_core.recall.names import NameIndex, sentence_spans
 from smb_core.stores.graph import multi_hop_over
-from smb_core.stores.metadata import id_filter
+from smb_core.stores.metadata import indexed_objects
 
 if TYPE_CHECKING:
     from smb_core.bank import Bank
@@ -230,8 +230,9 @@ class RecallEngine:
         self._forget_if_changed()
         missing = [s for s in source_ids if s not in self._claims]
         if missing:
-            rows = db.sql("SELECT embedding_id, source FROM objects WHERE type = 'claim' AND status = 'active' "
-                          "AND source IN (SELECT unnest(?)) ORDER BY id", [missing])
+            found, params = indexed_objects("source", missing, "embedding_id, source, id, type, status")
+            rows = db.sql(f"SELECT embedding_id, source FROM {found} WHERE type = 'claim' AND status = 'active' "
+                          "ORDER BY id", params)
             vectors = self.bank.vectors.get([r[0] for r in rows])
             rows_of: dict[str, list[np.ndarray]] = defaultdict(list)
             for key, source in rows:
@@ -300,9 +301,8 @@ class RecallEngine:
         links = link_text(db, question, documents=self.names(db).documents)
         graph_paths = self._graph_neighbours(db, links, hops, edge_type)
         candidates.update(graph_paths)
-        where, params = id_filter("id", sorted(candidates))
-        rows = db.sql(f"SELECT id, type, source_ids, embedding_id FROM objects WHERE {where} AND status = 'active'",
-                      params)
+        found, params = indexed_objects("id", sorted(candidates), "id, type, source_ids, embedding_id, status")
+        rows = db.sql(f"SELECT id, type, source_ids, embedding_id FROM {found} WHERE status = 'active'", params)
         rows = [r for r in rows if not types or r[1] in types]
         vectors = self.bank.vectors.get([r[3] for r in rows])
         scored = []

@@ -642,8 +642,8 @@ class MetadataStore:
         growing with the bank; an index lookup of 20 documents' objects among 3 million about 9 ms."""
         if not source_ids:
             return []
-        first, params = id_filter("source", list(source_ids))
-        rows = self.sql(f"SELECT id FROM objects WHERE {first} AND ({where}) UNION "
+        first, params = indexed_objects("source", list(source_ids), "*")
+        rows = self.sql(f"SELECT id FROM {first} WHERE {where} UNION "
                         f"SELECT id FROM objects WHERE {naming_any_source(f'layer >= 2 AND ({where})')}",
                         [*params, list(source_ids)])
         return sorted(r[0] for r in rows)
@@ -673,6 +673,15 @@ def id_filter(column: str, values: Sequence[str]) -> tuple[str, list]:
     if len(values) > INDEX_LOOKUP_MAX:
         return f"{column} IN (SELECT unnest(?))", [values]
     return f"{column} IN ({', '.join(sql_literal(v) for v in values)})", []
+
+
+def indexed_objects(column: str, values: Sequence[str], columns: str) -> tuple[str, list]:
+    """A FROM item: `columns` of the objects whose `column` is one of `values`, looked up in its index
+    (`id_filter`), for the caller to filter further. DuckDB uses the index only when the lookup is the
+    scan's one filter: with any other condition beside it, it scanned the whole table (at 6.9 million
+    objects, 200 ms for a recall's texts against 8 ms for the lookup alone)."""
+    where, params = id_filter(column, values)
+    return f"(WITH found AS MATERIALIZED (SELECT {columns} FROM objects WHERE {where}) FROM found)", params
 
 
 def naming_any_source(where: str, param: str = "?") -> str:
