@@ -3,6 +3,12 @@
 DuckDB allows one read-write process per file and Chroma's embedded client is not safe across
 processes, so every bank operation holds this lock for its duration: many readers at once, or one
 writer. Operations are short (a batch, a query), so waiting is bounded and `BankBusyError` says so.
+
+Writers go first. flock alone lets readers whose sessions overlap (an agent asking question after
+question, two agents at once) keep the shared lock held for ever: at 50,000 documents an evolution
+cycle's writer gave up after 60 s beside a loop of recalls. So a writer takes a second lock file, the
+queue, before it waits for the readers to leave, and a reader passes through the queue before it takes
+its shared lock: once a writer waits, new readers wait behind it.
 """
 
 from __future__ import annotations
@@ -54,18 +60,33 @@ class BankLock:
         finally:
             self._release()
 
+    @property
+    def queue_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".queue")
+
     def _acquire(self, mode: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.timeout
+        queue = os.open(self.queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._wait(queue, fcntl.LOCK_EX, deadline, mode)  # a waiting writer holds it: readers queue behind
+            self._wait(fd, mode, deadline, mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            os.close(queue)  # (closing releases it)
+        self._fd, self._mode, self._depth = fd, mode, 1
+
+    def _wait(self, fd: int, lock: int, deadline: float, mode: int) -> None:
         delay = 0.005
         while True:
             try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
+                fcntl.flock(fd, lock | fcntl.LOCK_NB)
+                return
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    os.close(fd)
                     kind = "write" if mode == fcntl.LOCK_EX else "read"
                     raise BankBusyError(
                         f"memory bank {self.path.parent} is busy: no {kind} lock after {self.timeout:.0f}s "
@@ -73,7 +94,6 @@ class BankLock:
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
-        self._fd, self._mode, self._depth = fd, mode, 1
 
     def _release(self) -> None:
         self._depth = 0
