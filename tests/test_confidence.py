@@ -37,12 +37,15 @@ def test_knowledge_without_new_sources_is_deprecated_not_deleted(tmp_path: Path)
     bank = Bank(settings=Settings(memory_bank_dir=tmp_path / "bank", confidence_half_life_days=30,
                                   confidence_floor=0.05))
     bank.init()
-    old = _claim("old", "Lumen Labs had 12 employees.", confidence=0.6, reinforced_at=utcnow() - timedelta(days=150))
-    recent = _claim("recent", "Lumen Labs has 80 employees.", confidence=0.6,
+    created = utcnow() - timedelta(days=400)  # long enough ago to have decayed, were it not for reinforcement
+    old = _claim("old", "Lumen Labs had 12 employees.", confidence=0.6, created=created,
+                 reinforced_at=utcnow() - timedelta(days=150))
+    recent = _claim("recent", "Lumen Labs has 80 employees.", confidence=0.6, created=created,
                     reinforced_at=utcnow() - timedelta(days=60))
-    bank.write([old, recent])
+    young = _claim("young", "Lumen Labs is hiring.", confidence=0.01)  # below the floor from the start
+    bank.write([old, recent, young])
     cycle = open_cycle(bank, "cycle-00001", "run-1")
-    assert confidence.deprecate_decayed(bank, cycle) == [old.id]  # 0.6/32 < 0.05 <= 0.6/4
+    assert confidence.deprecate_decayed(bank, cycle) == sorted([old.id, young.id])  # 0.6/32 < 0.05 <= 0.6/4
     with bank.reading() as db:
         found = db.get_objects([old.id, recent.id])
     assert found[old.id].status == Status.DEPRECATED and "decayed below 0.05" in found[old.id].status_reason

@@ -165,15 +165,24 @@ def deprecate_decayed(bank: Bank, cycle: Cycle) -> list[str]:
     if half_life <= 0:
         return []
     with bank.reading() as db:
+        # Every cycle asks this of the whole bank, so the JSON (the widest column) is read only for objects
+        # old enough to have decayed by their plain `created` column: confidence is set at `reinforced_at`
+        # or else `created`, and an object is reinforced after it is created, so an object too young by
+        # `created` is too young by both. The cycles of a growing bank mostly skip the JSON altogether.
         rows = db.sql(
             """
-            SELECT id FROM objects
-            WHERE status = 'active' AND type IN (SELECT unnest(?))
-              AND confidence * pow(0.5, date_diff('second', coalesce(
+            WITH old_enough AS (
+                SELECT id, confidence, created, data FROM objects
+                WHERE status = 'active' AND type IN (SELECT unnest($types))
+                  AND date_diff('second', created, now()) / 86400.0 / $half_life
+                      > log2(greatest(confidence, 1e-9) / $floor)
+            )
+            SELECT id FROM old_enough
+            WHERE confidence * pow(0.5, date_diff('second', coalesce(
                     TRY_CAST(json_extract_string(data, '$.reinforced_at') AS TIMESTAMPTZ), created), now())
-                  / 86400.0 / ?) < ?
+                  / 86400.0 / $half_life) < $floor
             ORDER BY id
-            """, [list(DECAYING_TYPES), half_life, floor])
+            """, {"types": list(DECAYING_TYPES), "half_life": half_life, "floor": floor})
         objects = db.get_objects([r[0] for r in rows])
     for obj in objects.values():
         obj.status = Status.DEPRECATED
