@@ -252,6 +252,27 @@ def test_an_entity_named_in_two_documents_gets_one_timeline_and_the_record_lists
     _assert_links_resolve(bank, record)
 
 
+def test_a_community_counts_the_claims_of_a_member_merged_since_it_was_drawn(bank: Bank) -> None:
+    member = _entity("src-a", "Ada Example")
+    canonical = CanonicalEntity(id="cen-ada", title="Ada Example", members=[member.id], derived_from=[member.id])
+    member.status, member.merged_into = Status.MERGED, canonical.id
+    claims = [_claim("src-a", "Ada Example was born in 1815."), _claim("src-b", "Ada Example died in 1852.")]
+    community = Community(id="com-ada", title="Community of Ada Example", members=[member.id])
+    # as after a merge: the claims' references were moved to the canonical object
+    bank.write([member, canonical, community, *claims], _refs(claims, canonical.id))
+    events = narrative.dated_events(bank, {community.id: community})
+    assert sorted(e.claim_id for e in events[community.id]) == sorted(c.id for c in claims)
+
+
+def test_a_hub_subject_is_dated_from_a_bounded_sample_of_the_claims_naming_it(bank: Bank, monkeypatch) -> None:
+    hub = _entity("src-a", "Hub Town")
+    claims = [_claim("src-a", f"Hub Town held fair number {i} in {1900 + i}.") for i in range(6)]
+    bank.write([hub, *claims], _refs(claims, hub.id))
+    monkeypatch.setattr(narrative, "HEADS_PER_SUBJECT", 3)
+    events = narrative.dated_events(bank, {hub.id: hub})
+    assert sorted(e.claim_id for e in events[hub.id]) == sorted(c.id for c in claims)[:3]  # the first by id
+
+
 def test_subjects_are_rebuilt_in_batches_bounded_by_the_claim_rows_they_may_read(monkeypatch) -> None:
     monkeypatch.setattr(narrative, "ROWS_PER_BATCH", 5000)
     plain = {f"ent-{i:02d}": Entity(id=f"ent-{i:02d}", title=f"Person {i}", entity_kind=EntityKind.PERSON)

@@ -14,7 +14,6 @@ from the subject (and the cycle), so a re-run rewrites the same objects instead 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -30,20 +29,20 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter
+from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter, indexed_objects, lookups
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
 MAX_EVENTS = 200  # per timeline: a hub entity can be named by thousands of claims
 MAX_STATEMENTS = 40  # per narrative, so that it stays readable
 MAX_CANDIDATES = 2000  # dated claims read per subject before thinning to MAX_EVENTS
+HEADS_PER_SUBJECT = 4 * MAX_CANDIDATES  # claims naming a subject looked at for a date (half of 2wiki's have one)
 MAX_EDGES = 50  # derives_from edges per object (derived_from keeps every id)
 MAX_LISTED = 40  # entries per section of the evolution record
 #: Subjects loaded together; they are rebuilt and written in batches of at most ROWS_PER_BATCH claim
-#: rows. Each batch's query scans the bank's claims once (about 3 s at 2.6 million objects, for 2,000
-#: subjects as for 10,000), and a first cycle at 50,000 documents touches hundreds of thousands of
-#: subjects. At 10,000 documents, 5,000 subjects a batch took the layer 77 s and 2.75 GB, 2,000 took
-#: 93 s and 2.5 GB.
+#: rows: a first cycle at 50,000 documents touches hundreds of thousands of subjects. At 10,000
+#: documents (when each batch's query still scanned every claim), 5,000 subjects a batch took the
+#: layer 77 s and 2.75 GB, 2,000 took 93 s and 2.5 GB.
 SUBJECTS_PER_BATCH = 5_000
 #: Claim rows a batch may read (about 600 bytes each), counting a subject as at most MAX_CANDIDATES (a
 #: community, whose members' claims count, as that many). Community ids sort together, so a batch of
@@ -200,44 +199,57 @@ def touched_subjects(bank: Bank, cycle: Cycle) -> list[str]:
 
 
 def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str]]:
-    """The ids whose claims count for each subject: itself and its members (a community: its members
-    and theirs, since claims reference canonical objects or, before a merge, their members)."""
-    targets = {sid: {sid, *getattr(s, "members", [])} for sid, s in subjects.items()}
+    """The ids whose claims count for each subject: itself, and for a community its members. A merge
+    moves its members' edges to the canonical object, so claims reference canonical objects, never a
+    merged member; a community member merged since the community was drawn counts as its canonical."""
+    targets = {sid: {sid} for sid in subjects}
     community_members = sorted({m for s in subjects.values() if s.type.value == "community" for m in s.members})
-    where, params = id_filter("id", community_members)
-    with bank.reading() as db:  # only canonical objects have members; reading just those is what scales
-        members = {i: json.loads(m) for i, m in db.sql(
-            f"SELECT id, json_extract(data, '$.members') FROM objects WHERE {where} "
-            "AND type IN ('canonical_entity', 'canonical_concept')", params) if m}
-    for sid, subject in subjects.items():
-        if subject.type.value == "community":
-            for m in subject.members:
-                targets[sid] |= set(members.get(m, []))
+    if community_members:
+        with bank.reading() as db:
+            from_, params = indexed_objects("id", community_members, "id, data")
+            canonical = dict(db.sql(f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) "
+                                    f"FROM {from_}", params))
+        for sid, subject in subjects.items():
+            if subject.type.value == "community":
+                targets[sid] |= {canonical.get(m, m) for m in subject.members}
     return targets
 
 
 # ---- dated claims -------------------------------------------------------------------------------
 
+def _dated_claims_naming(db, subject_targets: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(subject, claim) for the active claims that reference a subject's targets and have a year-like
+    number or a century, at most MAX_CANDIDATES per subject (the lowest ids), ordered. Edges, then
+    claims, are looked up by id (`lookups`: in their indexes unless a scan is cheaper): joining them in
+    one query scanned every claim of the bank (a regular expression over each text) for each batch of
+    subjects, a cost that grew with the bank in every cycle however few subjects it touched."""
+    targets = sorted({t for ts in subject_targets.values() for t in ts})
+    named_by: dict[str, set[str]] = defaultdict(set)  # target -> claims referencing it
+    for where, params in lookups(db, "edges", "tail", targets):
+        for tail, head in db.sql(f"WITH found AS MATERIALIZED (SELECT tail, head, edge_type FROM edges "
+                                 f"WHERE {where}) SELECT tail, head FROM found WHERE edge_type = 'references'",
+                                 params):
+            named_by[tail].add(head)
+    # a subject's first claims by id, at most HEADS_PER_SUBJECT: ids are hashes, so for a hub named by
+    # tens of thousands of claims this is a sample of them, and a subject's cost stays bounded
+    heads_of = {sid: sorted({c for t in ts for c in named_by.get(t, ())})[:HEADS_PER_SUBJECT]
+                for sid, ts in subject_targets.items()}
+    heads = sorted({c for cs in heads_of.values() for c in cs})
+    dated: set[str] = set()
+    for where, params in lookups(db, "objects", "id", heads):
+        dated.update(r[0] for r in db.sql(
+            f"WITH found AS MATERIALIZED (SELECT id, type, status, text FROM objects WHERE {where}) SELECT id "
+            f"FROM found WHERE type = 'claim' AND status = 'active' AND regexp_matches(text, '{_DATE_HINT}')", params))
+    return [(sid, c) for sid in sorted(heads_of) for c in [c for c in heads_of[sid] if c in dated][:MAX_CANDIDATES]]
+
+
 def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, list[_Event]]:
     """Each subject's dated claims as events in date order (one per statement, at most MAX_EVENTS)."""
     if not subjects:
         return {}
-    pairs = [(sid, t) for sid, ts in _targets(bank, subjects).items() for t in sorted(ts)]
+    subject_targets = _targets(bank, subjects)
     with bank.reading() as db:
-        capped = db.sql(
-            f"""
-            WITH t AS (SELECT unnest($subjects) AS subject, unnest($targets) AS target),
-            hits AS (
-                SELECT DISTINCT t.subject, o.id FROM t
-                JOIN edges e ON e.tail = t.target AND e.edge_type = 'references'
-                JOIN objects o ON o.id = e.head
-                WHERE o.type = 'claim' AND o.status = 'active' AND regexp_matches(o.text, '{_DATE_HINT}')
-            )
-            SELECT subject, id FROM hits QUALIFY row_number() OVER (PARTITION BY subject ORDER BY id) <= $cap
-            ORDER BY subject, id
-            """,
-            {"subjects": [p[0] for p in pairs], "targets": [p[1] for p in pairs], "cap": MAX_CANDIDATES},
-        )
+        capped = _dated_claims_naming(db, subject_targets)
         claim_ids = sorted({c for _, c in capped})
         claims = {}  # read by id as constants (index lookups): joining them scanned every object's JSON
         for start in range(0, len(claim_ids), INDEX_LOOKUP_MAX):
