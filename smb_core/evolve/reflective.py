@@ -13,6 +13,7 @@ from smb_core.evolve.cycle import (
     GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
 )
 from smb_core.evolve.insights import KINDS, find_insights, write_insights
+from smb_core.stores.metadata import lookups
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -69,8 +70,15 @@ def _claims_to_check(bank: Bank, cycle: Cycle, limit: int) -> tuple[int, list[st
     with bank.writing() as db:
         db.con.execute("INSERT OR IGNORE INTO contradiction_backlog SELECT unnest(?::VARCHAR[]), ?",
                        [new_claims, cycle.key])
-        db.con.execute("DELETE FROM contradiction_backlog WHERE claim_id NOT IN "
-                       "(SELECT id FROM objects WHERE type = 'claim' AND status = 'active')")
+        # claims merged, split or deprecated while they waited leave the backlog; looked up by id rather
+        # than by reading every claim of the bank, which each cycle did however short the backlog
+        backlog, live = [r[0] for r in db.sql("SELECT claim_id FROM contradiction_backlog")], set()
+        for where, params in lookups(db, "objects", "id", backlog):
+            live.update(r[0] for r in db.sql(f"WITH found AS MATERIALIZED (SELECT id, type, status FROM objects "
+                                             f"WHERE {where}) SELECT id FROM found "
+                                             f"WHERE type = 'claim' AND status = 'active'", params))
+        db.con.execute("DELETE FROM contradiction_backlog WHERE claim_id IN (SELECT unnest(?::VARCHAR[]))",
+                       [[c for c in backlog if c not in live]])
         total = db.sql("SELECT count(*) FROM contradiction_backlog")[0][0]
         rows = db.sql("SELECT claim_id FROM contradiction_backlog ORDER BY (cycle = ?) DESC, cycle, claim_id"
                       + (" LIMIT ?" if limit > 0 else ""), [cycle.key, limit] if limit > 0 else [cycle.key])
