@@ -29,7 +29,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter, indexed_objects, lookups
+from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter, lookups
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -204,14 +204,14 @@ def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str
     merged member; a community member merged since the community was drawn counts as its canonical."""
     targets = {sid: {sid} for sid in subjects}
     community_members = sorted({m for s in subjects.values() if s.type.value == "community" for m in s.members})
-    if community_members:
-        with bank.reading() as db:
-            from_, params = indexed_objects("id", community_members, "id, data")
-            canonical = dict(db.sql(f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) "
-                                    f"FROM {from_}", params))
-        for sid, subject in subjects.items():
-            if subject.type.value == "community":
-                targets[sid] |= {canonical.get(m, m) for m in subject.members}
+    canonical: dict[str, str] = {}
+    with bank.reading() as db:
+        for where, params in lookups(db, "objects", "id", community_members):
+            canonical.update(db.sql(f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) "
+                                    f"FROM objects WHERE {where}", params))
+    for sid, subject in subjects.items():
+        if subject.type.value == "community":
+            targets[sid] |= {canonical.get(m, m) for m in subject.members}
     return targets
 
 
