@@ -252,7 +252,18 @@ def test_an_entity_named_in_two_documents_gets_one_timeline_and_the_record_lists
     _assert_links_resolve(bank, record)
 
 
-def test_a_community_counts_the_claims_of_a_member_merged_since_it_was_drawn(bank: Bank) -> None:
+@pytest.fixture(params=["scan", "probes"])
+def lookup_path(request, monkeypatch) -> str:
+    """`metadata.lookups` both ways: a test bank is small enough that it would always scan."""
+    from smb_core.stores import metadata
+
+    if request.param == "probes":
+        monkeypatch.setattr(metadata, "ROWS_PER_PROBE", 0)
+        monkeypatch.setattr(metadata, "INDEX_LOOKUP_MAX", 2)  # several chunks of constants
+    return request.param
+
+
+def test_a_community_counts_the_claims_of_a_member_merged_since_it_was_drawn(bank: Bank, lookup_path) -> None:
     member = _entity("src-a", "Ada Example")
     canonical = CanonicalEntity(id="cen-ada", title="Ada Example", members=[member.id], derived_from=[member.id])
     member.status, member.merged_into = Status.MERGED, canonical.id
@@ -264,7 +275,8 @@ def test_a_community_counts_the_claims_of_a_member_merged_since_it_was_drawn(ban
     assert sorted(e.claim_id for e in events[community.id]) == sorted(c.id for c in claims)
 
 
-def test_a_hub_subject_is_dated_from_a_bounded_sample_of_the_claims_naming_it(bank: Bank, monkeypatch) -> None:
+def test_a_hub_subject_is_dated_from_a_bounded_sample_of_the_claims_naming_it(bank: Bank, monkeypatch,
+                                                                             lookup_path) -> None:
     hub = _entity("src-a", "Hub Town")
     claims = [_claim("src-a", f"Hub Town held fair number {i} in {1900 + i}.") for i in range(6)]
     bank.write([hub, *claims], _refs(claims, hub.id))
