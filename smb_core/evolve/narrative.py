@@ -206,9 +206,9 @@ def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str
     community_members = sorted({m for s in subjects.values() if s.type.value == "community" for m in s.members})
     canonical: dict[str, str] = {}
     with bank.reading() as db:
-        for where, params in lookups(db, "objects", "id", community_members):
+        for found, params in lookups(db, "objects", "id", community_members, "id, data"):
             canonical.update(db.sql(f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) "
-                                    f"FROM objects WHERE {where}", params))
+                                    f"FROM {found}", params))
     for sid, subject in subjects.items():
         if subject.type.value == "community":
             targets[sid] |= {canonical.get(m, m) for m in subject.members}
@@ -225,10 +225,8 @@ def _dated_claims_naming(db, subject_targets: dict[str, set[str]]) -> list[tuple
     subjects, a cost that grew with the bank in every cycle however few subjects it touched."""
     targets = sorted({t for ts in subject_targets.values() for t in ts})
     named_by: dict[str, set[str]] = defaultdict(set)  # target -> claims referencing it
-    for where, params in lookups(db, "edges", "tail", targets):
-        for tail, head in db.sql(f"WITH found AS MATERIALIZED (SELECT tail, head, edge_type FROM edges "
-                                 f"WHERE {where}) SELECT tail, head FROM found WHERE edge_type = 'references'",
-                                 params):
+    for found, params in lookups(db, "edges", "tail", targets, "tail, head, edge_type"):
+        for tail, head in db.sql(f"SELECT tail, head FROM {found} WHERE edge_type = 'references'", params):
             named_by[tail].add(head)
     # a subject's first claims by id, at most HEADS_PER_SUBJECT: ids are hashes, so for a hub named by
     # tens of thousands of claims this is a sample of them, and a subject's cost stays bounded
@@ -236,10 +234,9 @@ def _dated_claims_naming(db, subject_targets: dict[str, set[str]]) -> list[tuple
                 for sid, ts in subject_targets.items()}
     heads = sorted({c for cs in heads_of.values() for c in cs})
     dated: set[str] = set()
-    for where, params in lookups(db, "objects", "id", heads):
-        dated.update(r[0] for r in db.sql(
-            f"WITH found AS MATERIALIZED (SELECT id, type, status, text FROM objects WHERE {where}) SELECT id "
-            f"FROM found WHERE type = 'claim' AND status = 'active' AND regexp_matches(text, '{_DATE_HINT}')", params))
+    for found, params in lookups(db, "objects", "id", heads, "id, type, status, text"):
+        dated.update(r[0] for r in db.sql(f"SELECT id FROM {found} WHERE type = 'claim' AND status = 'active' "
+                                          f"AND regexp_matches(text, '{_DATE_HINT}')", params))
     return [(sid, c) for sid in sorted(heads_of) for c in [c for c in heads_of[sid] if c in dated][:MAX_CANDIDATES]]
 
 

@@ -73,10 +73,9 @@ def _claims_to_check(bank: Bank, cycle: Cycle, limit: int) -> tuple[int, list[st
         # claims merged, split or deprecated while they waited leave the backlog; looked up by id rather
         # than by reading every claim of the bank, which each cycle did however short the backlog
         backlog, live = [r[0] for r in db.sql("SELECT claim_id FROM contradiction_backlog")], set()
-        for where, params in lookups(db, "objects", "id", backlog):
-            live.update(r[0] for r in db.sql(f"WITH found AS MATERIALIZED (SELECT id, type, status FROM objects "
-                                             f"WHERE {where}) SELECT id FROM found "
-                                             f"WHERE type = 'claim' AND status = 'active'", params))
+        for found, params in lookups(db, "objects", "id", backlog, "id, type, status"):
+            live.update(r[0] for r in db.sql(f"SELECT id FROM {found} WHERE type = 'claim' AND status = 'active'",
+                                             params))
         db.con.execute("DELETE FROM contradiction_backlog WHERE claim_id IN (SELECT unnest(?::VARCHAR[]))",
                        [[c for c in backlog if c not in live]])
         total = db.sql("SELECT count(*) FROM contradiction_backlog")[0][0]
