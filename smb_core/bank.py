@@ -258,14 +258,16 @@ class Bank:
         texts an incremental cycle wrote on the 3,000-passage bank); embedding those again was wasted."""
         return self._embed(self._texts_without_vector(objects))
 
-    def embed_objects(self, objects: Sequence[MemoryObject]) -> dict[str, np.ndarray]:
+    def embed_objects(self, objects: Sequence[MemoryObject],
+                      embedder: Embedder | None = None) -> dict[str, np.ndarray]:
         """{vector key: vector} of all the objects' texts, for `write`, without asking Chroma
-        (thread-safe, no lock: ingest embeds one batch while it writes the previous one)."""
-        return self._embed(_text_by_key(objects))
+        (thread-safe, no lock: ingest embeds one batch while it writes the previous one), with the
+        bank's embedder or another instance of it."""
+        return self._embed(_text_by_key(objects), embedder)
 
-    def _embed(self, text_of: Mapping[str, str]) -> dict[str, np.ndarray]:
+    def _embed(self, text_of: Mapping[str, str], embedder: Embedder | None = None) -> dict[str, np.ndarray]:
         """{vector key: vector} for {vector key: text}."""
-        return dict(zip(text_of, self.embedder.embed(list(text_of.values()))))
+        return dict(zip(text_of, (embedder or self.embedder).embed(list(text_of.values()))))
 
     def _texts_without_vector(self, objects: Sequence[MemoryObject]) -> dict[str, str]:
         """{vector key: text} of the objects' texts whose vector Chroma does not hold."""

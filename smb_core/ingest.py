@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from smb_core.bank import Bank
 from smb_core.corpus import CorpusFile, DocumentError, content_sha256, read_document, scan
+from smb_core.embed import single_threaded
 from smb_core.extract.base import Extraction, Extractor, authored_title
 from smb_core.recall.names import document_names
 from smb_core.model import SourceDocument, stable_id
@@ -172,8 +173,8 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
     it), so neither core waits for the other's stage; batches are still written one at a time, in
     order, and a failed write stops the run after the batches before it. Source records are read
     between writes (one process cannot read and write the DuckDB file at once).
-    Meanwhile BLAS (spaCy's matrix products) runs on one thread: the embedder's threads already use the
-    cores, and OpenBLAS threads spinning between small products only took CPU from them.
+    Each stage runs on one thread: the embedder (`single_threaded`) and BLAS (spaCy's matrix products)
+    with more threads only took CPU from the other stages, threads spinning or meeting after small batches.
     """
     summary = ExtractionSummary()
     version = getattr(extractor, "version", extractor.name)
@@ -182,6 +183,7 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
     todo = [s for s in source_ids if s not in done]
     summary.skipped = len(source_ids) - len(todo)
     chunk = batch_size * SOURCE_BATCHES_PER_READ
+    embedder = single_threaded(bank.embedder)
     with threadpool_limits(limits=1, user_api="blas"), \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-embed") as embedding, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="smb-write") as writer:
@@ -198,7 +200,7 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
             items = [(doc, bank.read_source_text(doc)) for doc in docs]
             extractions = _run_extractor(extractor, items)
             objects = [o for e in extractions for o in e.objects()]
-            vectors = embedding.submit(bank.embed_objects, objects)
+            vectors = embedding.submit(bank.embed_objects, objects, embedder)
             if pending is not None:
                 if writing is not None:
                     writing.result()

@@ -16,7 +16,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from smb_core.embed import MiniLMEmbedder, get_embedder
+from smb_core.embed import MiniLMEmbedder, get_embedder, single_threaded
 from smb_core.model import (
     CanonicalEntity, Claim, Concept, EdgeType, Entity, EntityKind, ModelError, NodeType, Relationship, SourceDocument, SourceSpan,
     Status, from_markdown,
@@ -733,6 +733,22 @@ def test_minilm_batches_pad_little_and_keep_every_text():
         assert padded - sum(map(len, token_ids)) <= embedder.max_padding * padded
         assert len(batch) <= embedder.max_batch and (padded <= embedder.batch_tokens or len(batch) == 1)
     assert len(batches) < len(texts) / 10  # still many names to a call
+
+
+def test_single_threaded_embedder_runs_on_one_thread_and_gives_the_same_vectors(embedder):
+    """Ingest's embedding stage runs beside parsing and writing on one ONNX thread: the same model,
+    the same vectors (batched the same way), made once per embedder."""
+    texts = ["Lumen Labs", "The observatory opened in 1962 on the northern ridge above the town.", "IBM"]
+    one = single_threaded(embedder)
+    assert one is not embedder and single_threaded(embedder) is one and single_threaded(one) is one
+    assert (one.name, one.dim, one.batch_tokens, one.max_padding) == (embedder.name, embedder.dim,
+                                                                      embedder.batch_tokens, embedder.max_padding)
+    vectors = one.embed(texts)
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    assert embedder._session.get_session_options().intra_op_num_threads == 0  # ONNX Runtime's default
+    assert np.allclose(vectors, embedder.embed(texts), atol=1e-5)
+    ollama = get_embedder(Settings(embedding_model="ollama:nomic-embed-text"))
+    assert single_threaded(ollama) is ollama  # its threads are the server's
 
 
 def test_vector_store_returns_the_nearest_keys(tmp_path: Path, embedder):
