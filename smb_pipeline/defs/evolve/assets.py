@@ -14,6 +14,7 @@ from smb_core.evolve import reflective as reflective_phase
 from smb_core.evolve import semantic as semantic_phase
 from smb_core.evolve import synthetic as synthetic_phase
 from smb_core.evolve.cycle import Cycle, PhaseResult, finish_cycle, finish_layer, layers_done, open_cycle
+from smb_core.heap import frozen_heap
 from smb_pipeline.defs.ingest.assets import POOL, extracted
 from smb_pipeline.defs.partitions import cycles
 from smb_pipeline.defs.resources import MemoryBankResource
@@ -26,7 +27,8 @@ def _run_phase(context: dg.AssetExecutionContext, bank: MemoryBankResource, titl
                phase: Callable[[Bank, Cycle], PhaseResult]) -> tuple[Bank, Cycle, dg.MaterializeResult]:
     memory = bank.open()
     cycle = open_cycle(memory, context.partition_key, context.run.run_id)
-    result = phase(memory, cycle)
+    with frozen_heap():  # what lived before the phase is not scanned again at each of its full collections
+        result = phase(memory, cycle)
     if context.asset_key != executive.key:  # the last layer finishes the cycle itself
         finish_layer(memory, cycle, context.asset_key.to_user_string())
     digest = f"### Cycle {cycle.key}: {title}\n\n" + ("\n".join(result.summary) or "_no changes_")
