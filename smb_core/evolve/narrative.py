@@ -29,7 +29,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import INDEX_LOOKUP_MAX, id_filter, lookups
+from smb_core.stores.metadata import id_filter, lookups
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -248,12 +248,11 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
     with bank.reading() as db:
         capped = _dated_claims_naming(db, subject_targets)
         claim_ids = sorted({c for _, c in capped})
-        claims = {}  # read by id as constants (index lookups): joining them scanned every object's JSON
-        for start in range(0, len(claim_ids), INDEX_LOOKUP_MAX):
-            where, params = id_filter("id", claim_ids[start:start + INDEX_LOOKUP_MAX])
+        claims = {}  # looked up by id (`lookups`): joining them scanned every object's JSON
+        for found, params in lookups(db, "objects", "id", claim_ids, "id, text, source_ids, confidence, data"):
             claims.update((r[0], r[1:]) for r in db.sql(
                 "SELECT id, text, source_ids, confidence, CAST(json_extract(data, '$.source_spans[0]') AS VARCHAR), "
-                f"json_extract_string(data, '$.subject') FROM objects WHERE {where}", params))
+                f"json_extract_string(data, '$.subject') FROM {found}", params))
         disputes = dict(db.sql(
             "SELECT e.tail, min(e.head) FROM edges e JOIN objects c ON c.id = e.head "
             "WHERE e.edge_type = 'contradicts' AND c.type = 'contradiction' AND c.status = 'active' "
