@@ -237,3 +237,31 @@ def test_coherence_is_the_mean_cosine_of_distinct_members_without_their_matrix()
     assert abstractions._coherence(vectors) == pytest.approx(sum(pairs) / len(pairs), abs=1e-6)
     same = [vectors[0] * 2, vectors[0]]
     assert abstractions._coherence(same) == pytest.approx(1.0, abs=1e-6) and abstractions._coherence(same[:1]) == 1.0
+
+
+def test_selection_skips_near_duplicates_and_spreads_over_documents(monkeypatch) -> None:
+    """Maximal marginal relevance: a restatement of a chosen claim is never chosen beside it, and of two
+    equally good claims the one from a document not cited yet comes first."""
+    import numpy as np
+
+    from smb_core.evolve import syntheses
+
+    def unit(*values: float) -> np.ndarray:
+        v = np.array(values, dtype=np.float32)
+        return v / np.linalg.norm(v)
+
+    def chosen(sources: dict[str, str], vectors: dict[str, np.ndarray]) -> list[str]:
+        candidates = [syntheses.Candidate(i, f"Claim {i}.", "Lumen Labs", source) for i, source in sources.items()]
+        return [c.id for c in syntheses._select(candidates, vectors, ["Lumen Labs"])]
+
+    restated = {"a": unit(1, 0.3, 0.3), "a2": unit(1, 0.31, 0.3), "b": unit(0.3, 1, 0.2), "c": unit(0.3, 0.2, 1)}
+    picked = chosen({"a": "doc-1", "a2": "doc-2", "b": "doc-3", "c": "doc-4"}, restated)
+    assert len(picked) == 3 and {"b", "c"} <= set(picked)  # cosine of a and a2 above NEAR_DUPLICATE
+
+    # b and c mirror each other around a: tied, b (listed first) would come first
+    mirrored = {"a": unit(1, 0.2, 0.2), "b": unit(0.4, 1, 0.05), "c": unit(0.4, 0.05, 1)}
+    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, mirrored) == ["a", "b", "c"]
+    assert chosen({"a": "doc-1", "b": "doc-1", "c": "doc-2"}, mirrored) == ["a", "c", "b"]
+
+    monkeypatch.setattr(syntheses, "MAX_STATEMENTS", 1)
+    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, mirrored) == ["a"]

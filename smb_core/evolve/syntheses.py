@@ -210,23 +210,24 @@ def _select(candidates: list[Candidate], vectors: dict[str, np.ndarray], names: 
     relevance = matrix @ (centroid / max(np.linalg.norm(centroid), 1e-12))
     lowered = [n.lower() for n in names if n]
     relevance += np.array([0.1 if any(n in c.subject.lower() for n in lowered) else 0.0 for c in candidates])
+    # each candidate's similarity to the closest one chosen so far, updated a column at a time: a pair
+    # loop in Python took 0.6 s a cycle once themes had their 200 candidates
+    closest = np.zeros(len(candidates))
+    penalty = np.zeros(len(candidates))  # 0.05 for each claim already chosen from the same document
+    sources = np.array([c.source for c in candidates], dtype=object)
     chosen: list[int] = []
-    per_source: Counter = Counter()
     while len(chosen) < min(MAX_STATEMENTS, len(candidates)):
-        best, best_score = None, -np.inf
-        for i, c in enumerate(candidates):
-            if i in chosen:
-                continue
-            similarity = float(max((matrix[i] @ matrix[j] for j in chosen), default=0.0))
-            if similarity >= NEAR_DUPLICATE:
-                continue
-            score = MMR_LAMBDA * relevance[i] - (1 - MMR_LAMBDA) * similarity - 0.05 * per_source[c.source]
-            if score > best_score:
-                best, best_score = i, score
-        if best is None:
+        score = MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * closest - penalty
+        score[chosen] = -np.inf
+        if chosen:
+            score[closest >= NEAR_DUPLICATE] = -np.inf
+        best = int(np.argmax(score))
+        if score[best] == -np.inf:
             break
+        column = matrix @ matrix[best]
+        closest = column if not chosen else np.maximum(closest, column)
         chosen.append(best)
-        per_source[candidates[best].source] += 1
+        penalty[sources == sources[best]] += 0.05
     return [candidates[i] for i in chosen]
 
 
