@@ -74,7 +74,7 @@ def _assert_links_resolve(bank: Bank, obj) -> None:
         assert (here / link).resolve().is_file(), f"{obj.id}: broken link {link}"
 
 
-def test_timeline_orders_dated_claims_of_an_entity_and_cites_them(ada) -> None:
+def test_timeline_orders_dated_claims_of_an_entity_and_cites_them(ada, lookup_path) -> None:
     bank, ada_entity, solo, claims = ada
     result = narrative.run(bank, _cycle())
     objects = _layer5(bank)
@@ -103,7 +103,7 @@ def test_timeline_orders_dated_claims_of_an_entity_and_cites_them(ada) -> None:
     assert dangling_references(bank) == []
 
 
-def test_narrative_tells_the_dated_claims_as_cited_prose(ada) -> None:
+def test_narrative_tells_the_dated_claims_as_cited_prose(ada, lookup_path) -> None:
     bank, ada_entity, _, _ = ada
     narrative.run(bank, _cycle())
     story = _layer5(bank)[stable_id("nar", ada_entity.id)]
@@ -273,6 +273,21 @@ def test_a_community_counts_the_claims_of_a_member_merged_since_it_was_drawn(ban
     bank.write([member, canonical, community, *claims], _refs(claims, canonical.id))
     events = narrative.dated_events(bank, {community.id: community})
     assert sorted(e.claim_id for e in events[community.id]) == sorted(c.id for c in claims)
+
+
+def test_a_community_is_told_through_its_most_central_members(bank: Bank, monkeypatch) -> None:
+    """A hub community grows with the bank; its timeline reads the members it links, not every member."""
+    central, outer = _entity("src-a", "Ada Example"), _entity("src-a", "Bo Outer")
+    told = [_claim("src-a", "Ada Example was born in 1815."), _claim("src-b", "Ada Example died in 1852.")]
+    untold = [_claim("src-a", "Bo Outer was born in 1901."), _claim("src-b", "Bo Outer died in 1960.")]
+    community = Community(id="com-ada", title="Community of Ada Example", members=[central.id, outer.id])
+    bank.write([central, outer, community, *told, *untold], _refs(told, central.id) + _refs(untold, outer.id))
+    monkeypatch.setattr(narrative, "LINKED_MEMBERS", 1)
+    events = narrative.dated_events(bank, {community.id: community})
+    assert sorted(e.claim_id for e in events[community.id]) == sorted(c.id for c in told)
+    monkeypatch.setattr(narrative, "LINKED_MEMBERS", 2)
+    events = narrative.dated_events(bank, {community.id: community})
+    assert len(events[community.id]) == 4
 
 
 def test_a_hub_subject_is_dated_from_a_bounded_sample_of_the_claims_naming_it(bank: Bank, monkeypatch,

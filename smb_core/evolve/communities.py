@@ -17,6 +17,9 @@ from smb_core.model import Community, Edge, EdgeType, stable_id
 from smb_core.stores.metadata import id_filter
 
 MIN_SIZE = 3
+#: Members a community links (`contains`) and lists in its body, most central first; the rest are kept in
+#: `members` only. What is told about a community (its timeline) is about these.
+LINKED_MEMBERS = 200
 SEED = 7
 #: Links the graph keeps, the strongest (most claims) first. Every pair of things one claim names is a
 #: link, so their number grows with the bank: 624k links between 328k things at 5,600 documents (108k
@@ -99,13 +102,13 @@ def detect(bank: Bank, cycle: Cycle) -> tuple[list[Community], list[Edge]]:
         core = centrality[:3]
         cid = stable_id("com", *sorted(core))
         titles = [graph.nodes[n]["title"] for n in centrality[:8]]
-        body = "\n".join(f"- {graph.nodes[n]['title']} (`{n}`)" for n in centrality[:200])
+        body = "\n".join(f"- {graph.nodes[n]['title']} (`{n}`)" for n in centrality[:LINKED_MEMBERS])
         communities.append(Community(
             id=cid, title=f"Community: {', '.join(titles[:3])}", members=centrality,
             description=f"{len(group)} entities and concepts often named together: {', '.join(titles)}",
             method="louvain", derived_from=centrality[:50], run_id=cycle.run_id, confidence=0.6,
             tags=[cycle.tag], body=f"## Members\n\n{body}\n",
         ))
-        edges.extend(Edge.between(cid, member, EdgeType.CONTAINS) for member in centrality[:200])
+        edges.extend(Edge.between(cid, member, EdgeType.CONTAINS) for member in centrality[:LINKED_MEMBERS])
     return communities, edges
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from smb_core.bank import Bank
 from smb_core.evolve import dates
+from smb_core.evolve.communities import LINKED_MEMBERS
 from smb_core.evolve.cycle import (
     Cycle, PhaseResult, batches_by_weight, digest_line, new_object_ids, unchanged_ids,
 )
@@ -49,7 +50,6 @@ SUBJECTS_PER_BATCH = 5_000
 #: SUBJECTS_PER_BATCH alone could be thousands of communities with millions of dated claims.
 ROWS_PER_BATCH = 200_000
 SAME_EVENT = 0.6  # two claims of one date sharing this much of their words report one event
-ENTITY_TYPES = ("entity", "canonical_entity")
 
 #: A claim can only be dated if its text has a year-like number or a century: filters in SQL first.
 _DATE_HINT = r"(1[0-9]{3}|20[0-9]{2}|centur)"
@@ -142,7 +142,7 @@ def _rebuild(bank: Bank, cycle: Cycle, subjects: dict[str, MemoryObject]) -> tup
     events = dated_events(bank, subjects)
     paths = _source_paths(bank, {s for evs in events.values() for e in evs for s in e.source_ids})
     timelines, narratives, edges = [], [], []
-    names = _entity_names(bank, [m for s in subjects.values() if s.type.value == "community" for m in s.members])
+    names = _entity_names(bank, [m for s in subjects.values() for m in _told_members(s)])
     for subject_id in sorted(subjects):
         subject_events = events.get(subject_id, [])
         if len(subject_events) < MIN_EVENTS:
@@ -173,37 +173,37 @@ def touched_subjects(bank: Bank, cycle: Cycle) -> list[str]:
     claims = new_object_ids(bank, cycle, ("claim",))
     if not claims:
         return []
+    # a step at a time, each looked up by id (`lookups`): one query joining edges and objects scanned both
+    # tables, a cost that grew with the bank however few claims were new
     with bank.reading() as db:
-        rows = db.sql(
-            """
-            WITH named AS (
-                SELECT DISTINCT coalesce(json_extract_string(o.data, '$.merged_into'), o.id) AS id
-                FROM edges e JOIN objects o ON o.id = e.tail
-                WHERE e.edge_type = 'references' AND e.head IN (SELECT unnest(?))
-                  AND o.type IN ('entity', 'canonical_entity')
-            ), entities AS (
-                SELECT o.id, o.type, o.title FROM objects o JOIN named n ON n.id = o.id
-                WHERE o.status = 'active' AND o.type IN ('entity', 'canonical_entity')
-                  AND coalesce(json_extract_string(o.data, '$.entity_kind'), '') <> 'date'
-            )
-            SELECT id, type, title FROM entities
-            UNION
-            SELECT DISTINCT c.id, c.type, c.title FROM edges e JOIN objects c ON c.id = e.head
-            WHERE e.edge_type = 'contains' AND e.tail IN (SELECT id FROM entities)
-              AND c.type = 'community' AND c.status = 'active'
-            """,
-            [claims],
-        )
+        named = set()
+        for found, params in lookups(db, "edges", "head", claims, "head, tail, edge_type"):
+            named.update(r[0] for r in db.sql(f"SELECT tail FROM {found} WHERE edge_type = 'references'", params))
+        canonical = set()
+        for found, params in lookups(db, "objects", "id", sorted(named), "id, type, data"):
+            canonical.update(r[0] for r in db.sql(
+                f"SELECT coalesce(json_extract_string(data, '$.merged_into'), id) FROM {found} "
+                f"WHERE type IN ('entity', 'canonical_entity')", params))
+        entities = []
+        for found, params in lookups(db, "objects", "id", sorted(canonical), "id, type, status, title, data"):
+            entities += db.sql(f"SELECT id, type, title FROM {found} WHERE status = 'active' AND type IN ('entity', 'canonical_entity') "
+                               "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params)
+        containing = set()
+        for found, params in lookups(db, "edges", "tail", sorted(r[0] for r in entities), "tail, head, edge_type"):
+            containing.update(r[0] for r in db.sql(f"SELECT head FROM {found} WHERE edge_type = 'contains'", params))
+        rows = list(entities)
+        for found, params in lookups(db, "objects", "id", sorted(containing), "id, type, status, title"):
+            rows += db.sql(f"SELECT id, type, title FROM {found} WHERE type = 'community' AND status = 'active'", params)
     # names without a word ("2.0", "3.0") are versions or numbers the NER took for entities: no story
     return sorted(i for i, kind, title in rows if kind == "community" or re.search(r"[^\W\d_]{2}", title))
 
 
 def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str]]:
-    """The ids whose claims count for each subject: itself, and for a community its members. A merge
+    """The ids whose claims count for each subject: itself, and for a community its told members. A merge
     moves its members' edges to the canonical object, so claims reference canonical objects, never a
     merged member; a community member merged since the community was drawn counts as its canonical."""
     targets = {sid: {sid} for sid in subjects}
-    community_members = sorted({m for s in subjects.values() if s.type.value == "community" for m in s.members})
+    community_members = sorted({m for s in subjects.values() for m in _told_members(s)})
     canonical: dict[str, str] = {}
     with bank.reading() as db:
         for found, params in lookups(db, "objects", "id", community_members, "id, data"):
@@ -211,8 +211,15 @@ def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str
                                     f"FROM {found}", params))
     for sid, subject in subjects.items():
         if subject.type.value == "community":
-            targets[sid] |= {canonical.get(m, m) for m in subject.members}
+            targets[sid] |= {canonical.get(m, m) for m in _told_members(subject)}
     return targets
+
+
+def _told_members(subject: MemoryObject) -> list[str]:
+    """The members of a community whose claims its timeline tells: its LINKED_MEMBERS most central, the
+    ones it links with `contains` (through which a cycle finds it touched). A hub community grows with the
+    bank (9,399 members at 6,119 documents): reading every member made each cycle touching it cost more."""
+    return list(subject.members[:LINKED_MEMBERS]) if subject.type.value == "community" else []
 
 
 # ---- dated claims -------------------------------------------------------------------------------
@@ -253,11 +260,7 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
             claims.update((r[0], r[1:]) for r in db.sql(
                 "SELECT id, text, source_ids, confidence, CAST(json_extract(data, '$.source_spans[0]') AS VARCHAR), "
                 f"json_extract_string(data, '$.subject') FROM {found}", params))
-        disputes = dict(db.sql(
-            "SELECT e.tail, min(e.head) FROM edges e JOIN objects c ON c.id = e.head "
-            "WHERE e.edge_type = 'contradicts' AND c.type = 'contradiction' AND c.status = 'active' "
-            "AND coalesce(json_extract_string(c.data, '$.resolution'), 'open') = 'open' "
-            "AND e.tail IN (SELECT unnest(?::VARCHAR[])) GROUP BY e.tail", [claim_ids])) if claim_ids else {}
+        disputes = _open_disputes(db, claim_ids)
     # (subject, claim, text, source ids, confidence, first span, open contradiction, claim's subject)
     rows = [(subject, c, *claims[c][:4], disputes.get(c), claims[c][4]) for subject, c in capped if c in claims]
     texts = {r[1]: _resolve_pronoun(r[2], r[7]) for r in rows}
@@ -275,6 +278,21 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
         if parsed[claim_id] is not None:
             out[subject].append(parsed[claim_id])
     return {subject: _ordered(evs) for subject, evs in out.items()}
+
+
+def _open_disputes(db, claim_ids: list[str]) -> dict[str, str]:
+    """Claim -> the first open contradiction naming it, looked up by id (`lookups`; a join scanned every edge)."""
+    contradicts: dict[str, set[str]] = defaultdict(set)
+    for found, params in lookups(db, "edges", "tail", claim_ids, "tail, head, edge_type"):
+        for tail, head in db.sql(f"SELECT tail, head FROM {found} WHERE edge_type = 'contradicts'", params):
+            contradicts[tail].add(head)
+    open_ids: set[str] = set()
+    for found, params in lookups(db, "objects", "id", sorted({h for hs in contradicts.values() for h in hs}),
+                                 "id, type, status, data"):
+        open_ids.update(r[0] for r in db.sql(
+            f"SELECT id FROM {found} WHERE type = 'contradiction' AND status = 'active' "
+            "AND coalesce(json_extract_string(data, '$.resolution'), 'open') = 'open'", params))
+    return {claim: min(heads & open_ids) for claim, heads in contradicts.items() if heads & open_ids}
 
 
 #: 'This page lists the talks since 2019': about the document, not an event.
@@ -332,7 +350,7 @@ def _name(subject: MemoryObject, names: dict[str, str] | None = None) -> str:
     """How a reader calls the subject: an entity's title; a community by its three most central
     entities (its own title also lists concepts, which read as noise: 'year, university, community')."""
     if subject.type.value == "community":
-        people = [names[m] for m in getattr(subject, "members", []) if m in (names or {})][:3]
+        people = [names[m] for m in _told_members(subject) if m in (names or {})][:3]
         if people:
             listed = f"{', '.join(people[:-1])} and {people[-1]}" if len(people) > 1 else people[0]
             return f"the community around {listed}"
@@ -343,10 +361,12 @@ def _name(subject: MemoryObject, names: dict[str, str] | None = None) -> str:
 
 def _entity_names(bank: Bank, ids: list[str]) -> dict[str, str]:
     """Titles of the entities (not dates) among `ids`."""
-    where, params = id_filter("id", sorted(set(ids)))
+    names: dict[str, str] = {}
     with bank.reading() as db:
-        return dict(db.sql(f"SELECT id, title FROM objects WHERE {where} AND type IN ('entity', 'canonical_entity') "
-                           "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params))
+        for found, params in lookups(db, "objects", "id", sorted(set(ids)), "id, type, title, data"):
+            names.update(db.sql(f"SELECT id, title FROM {found} WHERE type IN ('entity', 'canonical_entity') "
+                                "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params))
+    return names
 
 
 def _span_text(events: list[_Event]) -> str:
@@ -521,7 +541,8 @@ def _drop_stale_edges(bank: Bank, objects: list[MemoryObject], edges: list[Edge]
     """Edges from an earlier build of these objects that this build no longer has (events changed)."""
     keep = {e.id for e in edges}
     with bank.reading() as db:
-        rows = db.sql("SELECT head, tail, id FROM edges WHERE head IN (SELECT unnest(?))", [[o.id for o in objects]])
+        rows = [r for found, params in lookups(db, "edges", "head", [o.id for o in objects], "head, tail, id")
+                for r in db.sql(f"FROM {found}", params)]
     bank.remove_edges([tuple(r) for r in rows if r[2] not in keep])
 
 
