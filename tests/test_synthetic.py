@@ -258,10 +258,10 @@ def test_selection_skips_near_duplicates_and_spreads_over_documents(monkeypatch)
     picked = chosen({"a": "doc-1", "a2": "doc-2", "b": "doc-3", "c": "doc-4"}, restated)
     assert len(picked) == 3 and {"b", "c"} <= set(picked)  # cosine of a and a2 above NEAR_DUPLICATE
 
-    # b and c mirror each other around a: tied, b (listed first) would come first
-    mirrored = {"a": unit(1, 0.2, 0.2), "b": unit(0.4, 1, 0.05), "c": unit(0.4, 0.05, 1)}
-    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, mirrored) == ["a", "b", "c"]
-    assert chosen({"a": "doc-1", "b": "doc-1", "c": "doc-2"}, mirrored) == ["a", "c", "b"]
+    # orthogonal: every score ties exactly, so the list order decides, unless a document is cited already
+    apart = {"a": unit(1, 0, 0), "b": unit(0, 1, 0), "c": unit(0, 0, 1)}
+    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, apart) == ["a", "b", "c"]
+    assert chosen({"a": "doc-1", "b": "doc-1", "c": "doc-2"}, apart) == ["a", "c", "b"]
 
     monkeypatch.setattr(syntheses, "MAX_STATEMENTS", 1)
-    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, mirrored) == ["a"]
+    assert chosen({"a": "doc-1", "b": "doc-3", "c": "doc-2"}, apart) == ["a"]

@@ -186,14 +186,16 @@ def touched_subjects(bank: Bank, cycle: Cycle) -> list[str]:
                 f"WHERE type IN ('entity', 'canonical_entity')", params))
         entities = []
         for found, params in lookups(db, "objects", "id", sorted(canonical), "id, type, status, title, data"):
-            entities += db.sql(f"SELECT id, type, title FROM {found} WHERE status = 'active' AND type IN ('entity', 'canonical_entity') "
+            entities += db.sql(f"SELECT id, type, title FROM {found} WHERE status = 'active' "
+                               "AND type IN ('entity', 'canonical_entity') "
                                "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params)
         containing = set()
         for found, params in lookups(db, "edges", "tail", sorted(r[0] for r in entities), "tail, head, edge_type"):
             containing.update(r[0] for r in db.sql(f"SELECT head FROM {found} WHERE edge_type = 'contains'", params))
         rows = list(entities)
         for found, params in lookups(db, "objects", "id", sorted(containing), "id, type, status, title"):
-            rows += db.sql(f"SELECT id, type, title FROM {found} WHERE type = 'community' AND status = 'active'", params)
+            rows += db.sql(f"SELECT id, type, title FROM {found} WHERE type = 'community' AND status = 'active'",
+                           params)
     # names without a word ("2.0", "3.0") are versions or numbers the NER took for entities: no story
     return sorted(i for i, kind, title in rows if kind == "community" or re.search(r"[^\W\d_]{2}", title))
 
