@@ -7,9 +7,11 @@ that shows whether an increment's cost grows with the bank (`--sizes 3000,6119`,
 still runs; 6,119 is the whole corpus, about 152,000 objects). The increment is the corpus's last
 passages, held back from the first build at every size (about 1,000 new objects), so that the two
 sizes' incremental cycles have the same new documents to digest.
-Each cycle runs in a fresh process, as `smb evolve` and the Dagster daemon's runs do; the incremental
-cycle is timed several times from the same bank and the median reported. Prints the seconds each
-layer took in both cycles and the peak RSS of the largest cycle process.
+Each cycle runs in a fresh process, as `smb evolve` and the Dagster daemon's runs do. The incremental
+cycle is timed several times from a snapshot of each bank, the sizes taking turns (a machine's speed
+drifts within the hour: timing one size after the other put the drift into the comparison), and the
+medians and their ratio between sizes reported. Prints the seconds each layer took in both cycles and
+the peak RSS of the largest cycle process.
 
     python bench/evolve.py [--sizes 2000,4000] [--increment 40] [--repeat 3] [--bank-root DIR [--reuse]]
 """
@@ -17,6 +19,7 @@ layer took in both cycles and the peak RSS of the largest cycle process.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import sys
@@ -62,39 +65,54 @@ def _files_written_since(bank_dir: Path, since: float) -> int:
     return sum(1 for path in MarkdownStore(bank_dir).iter_paths() if path.stat().st_mtime >= since)
 
 
-def run_size(size: int, increment: int, root: Path, reuse: bool = False, repeat: int = 3) -> dict:
+def build(size: int, increment: int, root: Path, reuse: bool = False) -> dict:
+    """The bank of `size` documents less the increment, its full first cycle, then the increment ingested
+    and the bank kept as a snapshot for the timed incremental cycles."""
     passages, _ = load_2wiki()
     # the same held-back passages at every size: the incremental cycles get the same new work to do
     base, extra = passages[: size - increment], passages[len(passages) - increment :]
-    corpus = root / f"kbmd-{size}"
-    settings = Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=corpus)
+    settings = _settings(root, size)
     if not (reuse and (settings.memory_bank_dir / "metadata.duckdb").exists()):
-        write_corpus(base, corpus)
+        write_corpus(base, settings.kbmd_dir)
         in_child(_ingest, settings)
     objects = _object_count(settings)
     full = in_child(_cycle, settings)
     for i, passage in enumerate(extra):  # new documents since the first cycle
-        (corpus / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n", encoding="utf-8")
+        (settings.kbmd_dir / f"new-{i:04d}.md").write_text(f"# {passage['title']}\n\n{passage['text']}\n",
+                                                          encoding="utf-8")
     before = _object_count(settings)
     added = in_child(_ingest, settings)["objects"] - before
-    # The incremental cycle is timed `repeat` times from the same starting bank (one run on this
-    # machine varies by +-20%); the median is reported.
-    snapshot = root / f"bank-{size}-before-incremental"
+    snapshot = _snapshot(root, size)
     shutil.rmtree(snapshot, ignore_errors=True)
     shutil.copytree(settings.memory_bank_dir, snapshot, symlinks=True)
-    runs = []
-    for attempt in range(repeat):
-        if attempt:
-            shutil.rmtree(settings.memory_bank_dir)
-            shutil.copytree(snapshot, settings.memory_bank_dir, symlinks=True)
-        runs.append(in_child(_cycle, settings))
-    shutil.rmtree(snapshot)
-    median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
     return {"size": size, "objects": objects, "full_s": full["seconds"], "added_objects": added,
-            "incremental_s": median["seconds"], "incremental_runs": [round(r["seconds"], 1) for r in runs],
-            "incremental_rewritten": median["rewritten"],
-            "rss_mb": max(full["rss_mb"], *(r["rss_mb"] for r in runs)), "full_layers": full["layers"],
-            "incremental_layers": median["layers"]}
+            "rss_mb": full["rss_mb"], "full_layers": full["layers"], "runs": []}
+
+
+def time_increments(rows: list[dict], root: Path, repeat: int) -> None:
+    """The incremental cycle of each bank, `repeat` rounds with the sizes taking turns, each from its
+    snapshot (copied back and flushed to disk first); adds the median run to each row."""
+    for _ in range(repeat):
+        for row in rows:
+            settings = _settings(root, row["size"])
+            shutil.rmtree(settings.memory_bank_dir)
+            shutil.copytree(_snapshot(root, row["size"]), settings.memory_bank_dir, symlinks=True)
+            os.sync()  # the copy's writeback would otherwise land inside the timed cycle
+            row["runs"].append(in_child(_cycle, settings))
+    for row in rows:
+        shutil.rmtree(_snapshot(root, row["size"]))
+        median = sorted(row["runs"], key=lambda r: r["seconds"])[len(row["runs"]) // 2]
+        row.update(incremental_s=median["seconds"], incremental_runs=[round(r["seconds"], 1) for r in row["runs"]],
+                   incremental_rewritten=median["rewritten"], incremental_layers=median["layers"],
+                   rss_mb=max(row["rss_mb"], *(r["rss_mb"] for r in row["runs"])))
+
+
+def _settings(root: Path, size: int) -> Settings:
+    return Settings(memory_bank_dir=root / f"bank-{size}", kbmd_dir=root / f"kbmd-{size}")
+
+
+def _snapshot(root: Path, size: int) -> Path:
+    return root / f"bank-{size}-before-incremental"
 
 
 def _object_count(settings: Settings) -> int:
@@ -117,15 +135,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,4000", help="documents per bank, comma-separated")
     parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
     parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
-    parser.add_argument("--repeat", type=int, default=3, help="incremental cycles timed per size (median reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of incremental cycles, the sizes taking turns (medians reported)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse banks already ingested under --bank-root (an unfinished cycle is run again)")
     args = parser.parse_args()
     root = args.bank_root or Path(tempfile.mkdtemp(prefix="smb-evolve-bench-"))
     rows = []
     for size in args.sizes.split(","):
-        rows.append(run_size(int(size), args.increment, root, args.reuse, args.repeat))
-        print(f"done: {rows[-1]}", flush=True)  # a long run shows each size as soon as it is measured
+        rows.append(build(int(size), args.increment, root, args.reuse))
+        print(f"built: {rows[-1]}", flush=True)  # a long run shows each size's full cycle as soon as it is measured
+    time_increments(rows, root, args.repeat)
     print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
           f"{'peak RSS MB':>12}")
     for r in rows:
@@ -137,6 +156,10 @@ def main() -> None:
             print(f"{r['size']} documents, {label} cycle by layer: {layers}")
         print(f"{r['size']} documents, incremental cycles timed: {r['incremental_runs']} s; "
               f"markdown files it wrote: {r['incremental_rewritten']}")
+    for smaller, larger in zip(rows, rows[1:]):
+        print(f"incremental cycle, {smaller['size']} -> {larger['size']} documents "
+              f"({larger['objects'] / smaller['objects']:.2f}x the objects): "
+              f"{larger['incremental_s'] / smaller['incremental_s']:.2f}x the time")
     print("targets: full cycle <= 600 s at ~100k objects, incremental <= 60 s and not growing with the bank, "
           "peak RSS <= 4 GB")
 
