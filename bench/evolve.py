@@ -135,7 +135,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,4000", help="documents per bank, comma-separated")
     parser.add_argument("--increment", type=int, default=40, help="documents added before the incremental cycle")
     parser.add_argument("--bank-root", type=Path, help="where to build the banks (default: a temporary folder)")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds of incremental cycles, the sizes taking turns (medians reported)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of incremental cycles, the sizes taking turns (medians reported)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse banks already ingested under --bank-root (an unfinished cycle is run again)")
     args = parser.parse_args()
@@ -143,7 +144,7 @@ def main() -> None:
     rows = []
     for size in args.sizes.split(","):
         rows.append(build(int(size), args.increment, root, args.reuse))
-        print(f"built: {rows[-1]}", flush=True)  # a long run shows each size's full cycle as soon as it is measured
+        print(f"built: {rows[-1]}", flush=True)  # a long run shows each full cycle as soon as it is measured
     time_increments(rows, root, args.repeat)
     print(f"\n{'documents':>9} {'objects':>9} {'full cycle s':>13} {'added objects':>14} {'incremental s':>14} "
           f"{'peak RSS MB':>12}")

@@ -462,6 +462,11 @@ def test_metadata_lookups_by_id_lists_short_long_and_quoted(tmp_path: Path, monk
         assert sorted(db.object_summaries(asked)) == sorted(short)
         assert set(db.get_objects(asked)) == {"clm-2", "ent-1"}
         assert db.sql("SELECT count(*) FROM objects")[0][0] == 5
+        for rows_per_probe in (1000, 0):  # a scan of the table (few rows), then index probes in chunks
+            monkeypatch.setattr(metadata, "ROWS_PER_PROBE", rows_per_probe)
+            found = metadata.looked_up_rows(db, "objects", "id", asked, "id, type, title", "id, title",
+                                            "type = 'entity'")
+            assert found == [("ent-1", "Mara Okafor")]
     finally:
         db.close()
 

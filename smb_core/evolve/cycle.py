@@ -15,7 +15,7 @@ import duckdb
 
 from smb_core.bank import Bank
 from smb_core.model import Edge, EdgeType, MemoryObject, Relationship, Status, utcnow
-from smb_core.stores.metadata import id_filter, lookups
+from smb_core.stores.metadata import id_filter, looked_up_rows
 
 #: Global passes (taxonomy, clusters, communities, insights, abstractions, meta-concepts,
 #: discovered relationships) recompute a whole set from the whole bank. A cycle runs them when the
@@ -160,12 +160,10 @@ def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str
     an incremental cycle's few documents cost the same in any bank."""
     if not cycle.source_ids:
         return []
-    ids = []
     with bank.reading() as db:
-        for found, params in lookups(db, "objects", "source", cycle.source_ids, "id, type, status"):
-            ids += [i for i, kind in db.sql(f"SELECT id, type FROM {found} WHERE status = 'active'", params)
-                    if kind in types]
-    return sorted(ids)
+        rows = looked_up_rows(db, "objects", "source", cycle.source_ids, "id, type, status", "id, type",
+                              "status = 'active'")
+    return sorted(i for i, kind in rows if kind in types)
 
 
 def batches_by_weight(weighted: Iterable[tuple[str, int]], limit: int) -> list[list[str]]:

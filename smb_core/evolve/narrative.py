@@ -30,7 +30,7 @@ from smb_core.model import (
     CitedStatement, Claim, Contradiction, Edge, EdgeType, Evolution, MemoryObject, Narrative, SourceSpan, Status,
     Timeline, TimelineEvent, stable_id,
 )
-from smb_core.stores.metadata import id_filter, lookups
+from smb_core.stores.metadata import id_filter, looked_up_rows
 
 MIN_EVENTS = 2  # a timeline needs at least two dated events
 MIN_STATEMENTS = 3  # a narrative needs a few dated steps to tell a development
@@ -50,6 +50,10 @@ SUBJECTS_PER_BATCH = 5_000
 #: SUBJECTS_PER_BATCH alone could be thousands of communities with millions of dated claims.
 ROWS_PER_BATCH = 200_000
 SAME_EVENT = 0.6  # two claims of one date sharing this much of their words report one event
+
+#: Entities a story can be about (an `objects` condition): plain or canonical, not dates.
+_STORY_ENTITY = ("type IN ('entity', 'canonical_entity') "
+                 "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'")
 
 #: A claim can only be dated if its text has a year-like number or a century: filters in SQL first.
 _DATE_HINT = r"(1[0-9]{3}|20[0-9]{2}|centur)"
@@ -176,26 +180,17 @@ def touched_subjects(bank: Bank, cycle: Cycle) -> list[str]:
     # a step at a time, each looked up by id (`lookups`): one query joining edges and objects scanned both
     # tables, a cost that grew with the bank however few claims were new
     with bank.reading() as db:
-        named = set()
-        for found, params in lookups(db, "edges", "head", claims, "head, tail, edge_type"):
-            named.update(r[0] for r in db.sql(f"SELECT tail FROM {found} WHERE edge_type = 'references'", params))
-        canonical = set()
-        for found, params in lookups(db, "objects", "id", sorted(named), "id, type, data"):
-            canonical.update(r[0] for r in db.sql(
-                f"SELECT coalesce(json_extract_string(data, '$.merged_into'), id) FROM {found} "
-                f"WHERE type IN ('entity', 'canonical_entity')", params))
-        entities = []
-        for found, params in lookups(db, "objects", "id", sorted(canonical), "id, type, status, title, data"):
-            entities += db.sql(f"SELECT id, type, title FROM {found} WHERE status = 'active' "
-                               "AND type IN ('entity', 'canonical_entity') "
-                               "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params)
-        containing = set()
-        for found, params in lookups(db, "edges", "tail", sorted(r[0] for r in entities), "tail, head, edge_type"):
-            containing.update(r[0] for r in db.sql(f"SELECT head FROM {found} WHERE edge_type = 'contains'", params))
-        rows = list(entities)
-        for found, params in lookups(db, "objects", "id", sorted(containing), "id, type, status, title"):
-            rows += db.sql(f"SELECT id, type, title FROM {found} WHERE type = 'community' AND status = 'active'",
-                           params)
+        named = {r[0] for r in looked_up_rows(db, "edges", "head", claims, "head, tail, edge_type", "tail",
+                                              "edge_type = 'references'")}
+        canonical = {r[0] for r in looked_up_rows(db, "objects", "id", sorted(named), "id, type, data",
+                                                  "coalesce(json_extract_string(data, '$.merged_into'), id)",
+                                                  "type IN ('entity', 'canonical_entity')")}
+        entities = looked_up_rows(db, "objects", "id", sorted(canonical), "id, type, status, title, data",
+                                  "id, type, title", f"status = 'active' AND {_STORY_ENTITY}")
+        containing = {r[0] for r in looked_up_rows(db, "edges", "tail", sorted(r[0] for r in entities),
+                                                   "tail, head, edge_type", "head", "edge_type = 'contains'")}
+        rows = entities + looked_up_rows(db, "objects", "id", sorted(containing), "id, type, status, title",
+                                         "id, type, title", "type = 'community' AND status = 'active'")
     # names without a word ("2.0", "3.0") are versions or numbers the NER took for entities: no story
     return sorted(i for i, kind, title in rows if kind == "community" or re.search(r"[^\W\d_]{2}", title))
 
@@ -206,11 +201,9 @@ def _targets(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, set[str
     merged member; a community member merged since the community was drawn counts as its canonical."""
     targets = {sid: {sid} for sid in subjects}
     community_members = sorted({m for s in subjects.values() for m in _told_members(s)})
-    canonical: dict[str, str] = {}
     with bank.reading() as db:
-        for found, params in lookups(db, "objects", "id", community_members, "id, data"):
-            canonical.update(db.sql(f"SELECT id, coalesce(json_extract_string(data, '$.merged_into'), id) "
-                                    f"FROM {found}", params))
+        canonical = dict(looked_up_rows(db, "objects", "id", community_members, "id, data",
+                                        "id, coalesce(json_extract_string(data, '$.merged_into'), id)"))
     for sid, subject in subjects.items():
         if subject.type.value == "community":
             targets[sid] |= {canonical.get(m, m) for m in _told_members(subject)}
@@ -234,18 +227,17 @@ def _dated_claims_naming(db, subject_targets: dict[str, set[str]]) -> list[tuple
     subjects, a cost that grew with the bank in every cycle however few subjects it touched."""
     targets = sorted({t for ts in subject_targets.values() for t in ts})
     named_by: dict[str, set[str]] = defaultdict(set)  # target -> claims referencing it
-    for found, params in lookups(db, "edges", "tail", targets, "tail, head, edge_type"):
-        for tail, head in db.sql(f"SELECT tail, head FROM {found} WHERE edge_type = 'references'", params):
-            named_by[tail].add(head)
+    for tail, head in looked_up_rows(db, "edges", "tail", targets, "tail, head, edge_type", "tail, head",
+                                     "edge_type = 'references'"):
+        named_by[tail].add(head)
     # a subject's first claims by id, at most HEADS_PER_SUBJECT: ids are hashes, so for a hub named by
     # tens of thousands of claims this is a sample of them, and a subject's cost stays bounded
     heads_of = {sid: sorted({c for t in ts for c in named_by.get(t, ())})[:HEADS_PER_SUBJECT]
                 for sid, ts in subject_targets.items()}
     heads = sorted({c for cs in heads_of.values() for c in cs})
-    dated: set[str] = set()
-    for found, params in lookups(db, "objects", "id", heads, "id, type, status, text"):
-        dated.update(r[0] for r in db.sql(f"SELECT id FROM {found} WHERE type = 'claim' AND status = 'active' "
-                                          f"AND regexp_matches(text, '{_DATE_HINT}')", params))
+    dated = {r[0] for r in looked_up_rows(db, "objects", "id", heads, "id, type, status, text", "id",
+                                          "type = 'claim' AND status = 'active' "
+                                          f"AND regexp_matches(text, '{_DATE_HINT}')")}
     return [(sid, c) for sid in sorted(heads_of) for c in [c for c in heads_of[sid] if c in dated][:MAX_CANDIDATES]]
 
 
@@ -257,11 +249,11 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
     with bank.reading() as db:
         capped = _dated_claims_naming(db, subject_targets)
         claim_ids = sorted({c for _, c in capped})
-        claims = {}  # looked up by id (`lookups`): joining them scanned every object's JSON
-        for found, params in lookups(db, "objects", "id", claim_ids, "id, text, source_ids, confidence, data"):
-            claims.update((r[0], r[1:]) for r in db.sql(
-                "SELECT id, text, source_ids, confidence, CAST(json_extract(data, '$.source_spans[0]') AS VARCHAR), "
-                f"json_extract_string(data, '$.subject') FROM {found}", params))
+        # looked up by id (`lookups`): joining them scanned every object's JSON
+        claims = {r[0]: r[1:] for r in looked_up_rows(
+            db, "objects", "id", claim_ids, "id, text, source_ids, confidence, data",
+            "id, text, source_ids, confidence, CAST(json_extract(data, '$.source_spans[0]') AS VARCHAR), "
+            "json_extract_string(data, '$.subject')")}
         disputes = _open_disputes(db, claim_ids)
     # (subject, claim, text, source ids, confidence, first span, open contradiction, claim's subject)
     rows = [(subject, c, *claims[c][:4], disputes.get(c), claims[c][4]) for subject, c in capped if c in claims]
@@ -285,15 +277,13 @@ def dated_events(bank: Bank, subjects: dict[str, MemoryObject]) -> dict[str, lis
 def _open_disputes(db, claim_ids: list[str]) -> dict[str, str]:
     """Claim -> the first open contradiction naming it, looked up by id (`lookups`; a join scanned every edge)."""
     contradicts: dict[str, set[str]] = defaultdict(set)
-    for found, params in lookups(db, "edges", "tail", claim_ids, "tail, head, edge_type"):
-        for tail, head in db.sql(f"SELECT tail, head FROM {found} WHERE edge_type = 'contradicts'", params):
-            contradicts[tail].add(head)
-    open_ids: set[str] = set()
-    for found, params in lookups(db, "objects", "id", sorted({h for hs in contradicts.values() for h in hs}),
-                                 "id, type, status, data"):
-        open_ids.update(r[0] for r in db.sql(
-            f"SELECT id FROM {found} WHERE type = 'contradiction' AND status = 'active' "
-            "AND coalesce(json_extract_string(data, '$.resolution'), 'open') = 'open'", params))
+    for tail, head in looked_up_rows(db, "edges", "tail", claim_ids, "tail, head, edge_type", "tail, head",
+                                     "edge_type = 'contradicts'"):
+        contradicts[tail].add(head)
+    open_ids = {r[0] for r in looked_up_rows(
+        db, "objects", "id", sorted({h for hs in contradicts.values() for h in hs}), "id, type, status, data", "id",
+        "type = 'contradiction' AND status = 'active' "
+        "AND coalesce(json_extract_string(data, '$.resolution'), 'open') = 'open'")}
     return {claim: min(heads & open_ids) for claim, heads in contradicts.items() if heads & open_ids}
 
 
@@ -363,12 +353,9 @@ def _name(subject: MemoryObject, names: dict[str, str] | None = None) -> str:
 
 def _entity_names(bank: Bank, ids: list[str]) -> dict[str, str]:
     """Titles of the entities (not dates) among `ids`."""
-    names: dict[str, str] = {}
     with bank.reading() as db:
-        for found, params in lookups(db, "objects", "id", sorted(set(ids)), "id, type, title, data"):
-            names.update(db.sql(f"SELECT id, title FROM {found} WHERE type IN ('entity', 'canonical_entity') "
-                                "AND coalesce(json_extract_string(data, '$.entity_kind'), '') <> 'date'", params))
-    return names
+        return dict(looked_up_rows(db, "objects", "id", sorted(set(ids)), "id, type, title, data", "id, title",
+                                   _STORY_ENTITY))
 
 
 def _span_text(events: list[_Event]) -> str:
@@ -543,8 +530,7 @@ def _drop_stale_edges(bank: Bank, objects: list[MemoryObject], edges: list[Edge]
     """Edges from an earlier build of these objects that this build no longer has (events changed)."""
     keep = {e.id for e in edges}
     with bank.reading() as db:
-        rows = [r for found, params in lookups(db, "edges", "head", [o.id for o in objects], "head, tail, id")
-                for r in db.sql(f"FROM {found}", params)]
+        rows = looked_up_rows(db, "edges", "head", [o.id for o in objects], "head, tail, id", "head, tail, id")
     bank.remove_edges([tuple(r) for r in rows if r[2] not in keep])
 
 

@@ -13,7 +13,7 @@ from smb_core.evolve.cycle import (
     GLOBAL_PASSES_SKIPPED, Cycle, PhaseResult, digest_line, new_object_ids, retire_stale,
 )
 from smb_core.evolve.insights import KINDS, find_insights, write_insights
-from smb_core.stores.metadata import lookups
+from smb_core.stores.metadata import looked_up_rows
 
 
 def run(bank: Bank, cycle: Cycle) -> PhaseResult:
@@ -72,10 +72,9 @@ def _claims_to_check(bank: Bank, cycle: Cycle, limit: int) -> tuple[int, list[st
                        [new_claims, cycle.key])
         # claims merged, split or deprecated while they waited leave the backlog; looked up by id rather
         # than by reading every claim of the bank, which each cycle did however short the backlog
-        backlog, live = [r[0] for r in db.sql("SELECT claim_id FROM contradiction_backlog")], set()
-        for found, params in lookups(db, "objects", "id", backlog, "id, type, status"):
-            live.update(r[0] for r in db.sql(f"SELECT id FROM {found} WHERE type = 'claim' AND status = 'active'",
-                                             params))
+        backlog = [r[0] for r in db.sql("SELECT claim_id FROM contradiction_backlog")]
+        live = {r[0] for r in looked_up_rows(db, "objects", "id", backlog, "id, type, status", "id",
+                                             "type = 'claim' AND status = 'active'")}
         db.con.execute("DELETE FROM contradiction_backlog WHERE claim_id IN (SELECT unnest(?::VARCHAR[]))",
                        [[c for c in backlog if c not in live]])
         total = db.sql("SELECT count(*) FROM contradiction_backlog")[0][0]

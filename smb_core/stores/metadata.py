@@ -701,6 +701,13 @@ def lookups(db: "MetadataStore", table: str, column: str, values: Sequence[str],
     return [(_looked_up(table, columns, where), params) for where, params in conditions]
 
 
+def looked_up_rows(db: "MetadataStore", table: str, column: str, values: Sequence[str], columns: str,
+                   select: str, where: str = "true") -> list[tuple]:
+    """`SELECT select ... WHERE where` over the rows of `table` whose `column` is one of `values`, found
+    as `lookups` finds them (`columns`: those `select` and `where` read; `where` binds nothing)."""
+    return [row for found, params in lookups(db, table, column, values, columns)
+            for row in db.sql(f"SELECT {select} FROM {found} WHERE {where}", params)]
+
 def indexed_objects(column: str, values: Sequence[str], columns: str) -> tuple[str, list]:
     """A FROM item: `columns` of the objects whose `column` is one of `values`, looked up in its index
     (`id_filter`), for the caller to filter further. DuckDB uses the index only when the lookup is the
