@@ -807,6 +807,24 @@ def test_vector_store_writes_its_index_rarely_yet_another_process_sees_every_vec
     assert out == ["1500", "n1499"]
 
 
+def test_vector_store_opens_a_bank_made_before_sync_threshold_every_time(tmp_path: Path):
+    """Opening such a bank updates its collection; that update used to fail now and then (about 1 in 25
+    opens) with "database is locked" when the collection had been fetched with get_or_create."""
+    import shutil
+
+    import chromadb
+    from chromadb.api.client import SharedSystemClient
+
+    chromadb.PersistentClient(path=str(tmp_path / "old")).get_or_create_collection(
+        COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+    SharedSystemClient.clear_system_cache()
+    for attempt in range(100):
+        shutil.copytree(tmp_path / "old", tmp_path / f"copy{attempt}")
+        store = VectorStore(tmp_path / f"copy{attempt}")
+        assert store.collection.configuration_json["hnsw"]["sync_threshold"] == HNSW["sync_threshold"]
+        store.reload()
+
+
 def test_vector_store_persists_and_upserts_without_duplicates(tmp_path: Path, embedder):
     store = VectorStore(tmp_path / "chroma")
     assert store.nearest([embedder.embed(["x"])[0]], 3) == [[]]

@@ -70,10 +70,17 @@ class VectorStore:
     @property
     def collection(self):
         if self._collection is None:
+            from chromadb.errors import NotFoundError
+
             # embedding_function=None: Chroma's default function downloads a model; we always pass vectors.
-            self._collection = self.client.get_or_create_collection(
-                COLLECTION, embedding_function=None, configuration={"hnsw": HNSW}
-            )
+            # Get before create: `get_or_create_collection` with a configuration, on a collection that exists,
+            # made the `modify` below fail now and then with "database is locked" (17 of 400 opens; Chroma 1.5).
+            try:
+                self._collection = self.client.get_collection(COLLECTION, embedding_function=None)
+            except NotFoundError:
+                self._collection = self.client.get_or_create_collection(
+                    COLLECTION, embedding_function=None, configuration={"hnsw": HNSW}
+                )
             current = (self._collection.configuration_json or {}).get("hnsw") or {}
             if current.get("sync_threshold") != HNSW["sync_threshold"]:  # a bank created before it was set
                 self._collection.modify(configuration={"hnsw": {"sync_threshold": HNSW["sync_threshold"]}})
