@@ -53,29 +53,46 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"rejected: {path}: {reason}", file=sys.stderr)
     for failure in report.failures:
         print(f"error: {failure}", file=sys.stderr)
+    _say_checks(report)
     if report.run_ids:
         print(f"dagster runs: {', '.join(report.run_ids)} (see them with `smb ui`)")
     else:
         print("dagster runs: none (every file is already in the bank)")
-    if not report.success:
+    if not report.success or report.errors_found:
         return 1
     return 2 if rejected else 0
+
+
+def _existing_bank(settings: Settings) -> Settings:
+    """The settings, once their bank folder holds a bank: a mistyped --bank must not start a new one."""
+    root = Path(settings.memory_bank_dir)
+    if not (root / "metadata.duckdb").exists():
+        raise FileNotFoundError(f"no memory bank at {root} (run `smb ingest` or `smb init` first)")
+    return settings
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:
     from smb_pipeline.runner import run_evolve
 
-    settings = _settings(args)
+    settings = _existing_bank(_settings(args))
     key, report = run_evolve(settings)
     _say_released(report.released)
     with _bank(settings).reading() as db:
         counts = db.sql("SELECT counts FROM cycles WHERE key = ?", [key])
     for failure in report.failures:
         print(f"error: {failure}", file=sys.stderr)
-    print(f"cycle {key}: {'done' if report.success else 'failed'} (dagster run {report.run_ids[0]})")
+    _say_checks(report)
+    done = "failed" if not report.success else "done, but checks failed" if report.errors_found else "done"
+    print(f"cycle {key}: {done} (dagster run {report.run_ids[0]})")
     if counts and counts[0][0]:
         print(counts[0][0])
-    return 0 if report.success else 1
+    return 0 if report.success and not report.errors_found else 1
+
+
+def _say_checks(report) -> None:
+    for check in report.failed_checks:
+        print(f"{'error' if check.error else 'warning'}: check {check.name} failed: {check.description}",
+              file=sys.stderr)
 
 
 def _say_released(run_ids: list[str]) -> None:
@@ -119,7 +136,7 @@ def _bank(settings: Settings):
 def cmd_status(args: argparse.Namespace) -> int:
     from smb_core.bank import Bank
 
-    status = Bank(settings=_settings(args)).status()
+    status = Bank(settings=_existing_bank(_settings(args))).status()
     if args.json:
         print(json.dumps(status, indent=2))
     else:
@@ -219,15 +236,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pydantic import ValidationError
+
     from smb_core.corpus import DocumentError
     from smb_core.locking import BankBusyError
     from smb_core.model import ModelError
+    from smb_core.query import QueryError
 
     try:
-        return args.handler(args)
-    except (BankBusyError, DocumentError, FileNotFoundError, ModelError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        get_settings()
+    except ValidationError as exc:  # a setting (SMB_... or .env) of the wrong kind: say which, no traceback
+        for problem in exc.errors():
+            name = "SMB_" + "_".join(str(part) for part in problem["loc"]).upper()
+            print(f"error: setting {name}: {problem['msg']} (got {problem.get('input')!r})", file=sys.stderr)
         return 1
+    try:
+        return args.handler(args)
+    except (BankBusyError, DocumentError, FileNotFoundError, ModelError, QueryError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except KeyError as exc:  # an id that is not in the bank
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -83,20 +83,54 @@ class EntityKind(str, Enum):
 
 def node_type(value: str | NodeType) -> NodeType:
     """Parse a node type, rejecting anything outside the six the spec allows."""
-    try:
-        return NodeType(value)
-    except ValueError:
-        allowed = ", ".join(t.value for t in NodeType)
-        raise ModelError(f"unknown node type {value!r}; allowed: {allowed}") from None
+    return _member(NodeType, value, "node type")
 
 
 def edge_type(value: str | EdgeType) -> EdgeType:
     """Parse an edge type, rejecting anything outside the ten the spec allows."""
+    return _member(EdgeType, value, "edge type")
+
+
+def memory_type(value: str | MemoryType) -> MemoryType:
+    """Parse a memory type for a filter: a misspelt one is an error, not an empty answer."""
+    return _member(MemoryType, value, "memory type")
+
+
+def object_status(value: str | Status) -> Status:
+    return _member(Status, value, "status")
+
+
+#: A contradiction's lifecycle: open until someone explains it or marks a side superseded; never deleted.
+Resolution = Literal["open", "explained", "superseded"]
+RESOLUTIONS: tuple[str, ...] = get_args(Resolution)
+
+
+def resolution(value: str) -> str:
+    if value not in RESOLUTIONS:
+        raise ModelError(f"unknown resolution {value!r}; allowed: {', '.join(RESOLUTIONS)}")
+    return value
+
+
+def _member(enum: type[Enum], value: Any, what: str) -> Any:
     try:
-        return EdgeType(value)
+        return enum(value)
     except ValueError:
-        allowed = ", ".join(t.value for t in EdgeType)
-        raise ModelError(f"unknown edge type {value!r}; allowed: {allowed}") from None
+        raise ModelError(f"unknown {what} {value!r}; allowed: {', '.join(m.value for m in enum)}") from None
+
+
+def _ids_in(value: Any) -> list[str]:
+    """The ids in a reference field: an id, a list of ids, or items that cite ids (`object_id`, `cites`)."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [value]
+    ids: list[str] = []
+    for item in value:
+        if isinstance(item, str):
+            ids.append(item)
+        else:  # a cited statement, a timeline event, an agenda item or a plan step
+            ids += _ids_in(getattr(item, "object_id", None)) + _ids_in(getattr(item, "cites", None))
+    return ids
 
 
 def utcnow() -> datetime:
@@ -131,6 +165,9 @@ class MemoryObject(BaseModel):
     folder: ClassVar[str] = ""
     node: ClassVar[NodeType | None] = None
     id_prefix: ClassVar[str] = "obj"
+    #: Fields that name other objects or documents: an id, a list of ids, or items citing them
+    #: (`object_id`, `cites`). `references()` reads them; an agent's new object may not name a missing id.
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from",)
 
     id: str
     type: MemoryType
@@ -161,6 +198,10 @@ class MemoryObject(BaseModel):
         if not value.strip():
             raise ValueError("title must not be empty")
         return value
+
+    def references(self) -> set[str]:
+        """Ids this object names: what it derives from, its members, sides or citations."""
+        return {i for name in self.reference_fields for i in _ids_in(getattr(self, name))}
 
     def text(self) -> str:
         """The text that represents this object for embedding and lexical search."""
@@ -227,6 +268,8 @@ class Relationship(MemoryObject):
     node: ClassVar[None] = None
     id_prefix: ClassVar[str] = "rel"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "head", "tail")
+
     type: MemoryType = MemoryType.RELATIONSHIP
     head: str
     tail: str
@@ -255,6 +298,8 @@ class CanonicalEntity(Entity):
     folder: ClassVar[str] = "entities"
     id_prefix: ClassVar[str] = "cen"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
+
     type: MemoryType = MemoryType.CANONICAL_ENTITY
     members: list[str] = Field(default_factory=list)
 
@@ -266,6 +311,8 @@ class CanonicalConcept(Concept):
     folder: ClassVar[str] = "concepts"
     id_prefix: ClassVar[str] = "ccn"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
+
     type: MemoryType = MemoryType.CANONICAL_CONCEPT
     members: list[str] = Field(default_factory=list)
     sense: str = ""
@@ -276,6 +323,8 @@ class Grouping(MemoryObject):
 
     layer: ClassVar[int] = 2
     node: ClassVar[NodeType] = NodeType.CONCEPT
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
+
     members: list[str] = Field(default_factory=list)
     method: str = ""
 
@@ -305,6 +354,8 @@ class Insight(MemoryObject):
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "ins"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "about", "evidence")
+
     type: MemoryType = MemoryType.INSIGHT
     kind: str = "observation"
     about: list[str] = Field(default_factory=list)  # the objects the insight is about
@@ -319,6 +370,8 @@ class Question(MemoryObject):
     folder: ClassVar[str] = "questions"
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "qst"
+
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "about")
 
     type: MemoryType = MemoryType.QUESTION
     question: str
@@ -337,10 +390,12 @@ class Contradiction(MemoryObject):
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "ctr"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "claim_ids")
+
     type: MemoryType = MemoryType.CONTRADICTION
     claim_ids: list[str]
     attribute: str = ""
-    resolution: str = "open"  # open | explained | superseded
+    resolution: Resolution = "open"
     explanation: str = ""
 
 
@@ -363,6 +418,8 @@ class Synthesis(MemoryObject):
     node: ClassVar[NodeType] = NodeType.ABSTRACTION
     id_prefix: ClassVar[str] = "syn"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "statements")
+
     type: MemoryType = MemoryType.SYNTHESIS
     theme: str = ""
     method: str = "extractive"  # extractive | llm
@@ -374,6 +431,8 @@ class Abstraction(MemoryObject):
     folder: ClassVar[str] = "abstractions"
     node: ClassVar[NodeType] = NodeType.ABSTRACTION
     id_prefix: ClassVar[str] = "abs"
+
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
 
     type: MemoryType = MemoryType.ABSTRACTION
     kind: str = "abstraction"  # abstraction | meta_concept
@@ -389,6 +448,8 @@ class DiscoveredRelationship(Relationship):
     folder: ClassVar[str] = "relationships"
     id_prefix: ClassVar[str] = "drl"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "head", "tail", "evidence_path")
+
     type: MemoryType = MemoryType.DISCOVERED_RELATIONSHIP
     method: str = ""  # shared_neighbours | bridge | transitive
     evidence_path: list[str] = Field(default_factory=list)
@@ -399,6 +460,8 @@ class Narrative(MemoryObject):
     folder: ClassVar[str] = "narratives"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "nar"
+
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "subject", "statements")
 
     type: MemoryType = MemoryType.NARRATIVE
     subject: str = ""  # id of the entity, concept or community the narrative is about
@@ -426,6 +489,8 @@ class Timeline(MemoryObject):
     folder: ClassVar[str] = "timelines"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "tml"
+
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "subject", "events")
 
     type: MemoryType = MemoryType.TIMELINE
     subject: str = ""
@@ -467,6 +532,8 @@ class Agenda(MemoryObject):
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "agd"
 
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "items")
+
     type: MemoryType = MemoryType.AGENDA
     items: list[AgendaItem] = Field(default_factory=list)
 
@@ -483,6 +550,8 @@ class Plan(MemoryObject):
     folder: ClassVar[str] = "plans"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "pln"
+
+    reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "steps")
 
     type: MemoryType = MemoryType.PLAN
     steps: list[PlanStep] = Field(default_factory=list)
@@ -513,10 +582,7 @@ MODEL_BY_TYPE: dict[MemoryType, type[MemoryObject]] = {
 
 
 def model_for(type_: str | MemoryType) -> type[MemoryObject]:
-    try:
-        return MODEL_BY_TYPE[MemoryType(type_)]
-    except (ValueError, KeyError):
-        raise ModelError(f"unknown memory type {type_!r}") from None
+    return MODEL_BY_TYPE[memory_type(type_)]
 
 
 class Edge(BaseModel):

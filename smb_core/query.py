@@ -27,6 +27,18 @@ from smb_core.recall.engine import RecallEngine
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import multi_hop_over, neighbours_in, shortest_path_over
 
+class QueryError(ValueError):
+    """A question or argument the bank cannot answer as asked: an empty question, k below 1."""
+
+
+def _question(text: str, k: int) -> str:
+    if not text or not text.strip():
+        raise QueryError("the question is empty")
+    if k < 1:
+        raise QueryError(f"k must be at least 1, got {k}")
+    return text
+
+
 #: Fields an agent may not change with `update`: identity, type and store bookkeeping.
 _FROZEN_FIELDS = {"id", "type", "created", "embedding_id", "graph_node_id"}
 
@@ -120,6 +132,8 @@ class MemoryBank:
 
     def list(self, type: str | None = None, status: str | None = None, layer: int | None = None,
              limit: int = 100, offset: int = 0) -> list[MemoryObject]:
+        type = _model.memory_type(type).value if type is not None else None
+        status = _model.object_status(status).value if status is not None else None
         with self._bank.reading() as db:
             return db.list_objects(type=type, status=status, layer=layer, limit=limit, offset=offset)
 
@@ -172,6 +186,8 @@ class MemoryBank:
 
     def search(self, text: str, k: int = 10, type: str | None = None) -> list[Hit]:
         """Vector search over memory objects (active ones), optionally of one type."""
+        _question(text, k)
+        type = _model.memory_type(type).value if type is not None else None
         with self._bank.reading() as db:
             return self._engine.vector_hits(db, text, k, type)
 
@@ -179,18 +195,23 @@ class MemoryBank:
                types: Sequence[str] | None = None) -> list[Hit]:
         """Hybrid recall: lexical + vector + knowledge graph (entity linking and propagation), fused.
         Each hit carries its sources and spans, the graph paths that brought it, and contradictions."""
+        _question(question, k)
         if edge_type is not None:
             _model.edge_type(edge_type)
+        types = [_model.memory_type(t).value for t in types] if types else types
         with self._bank.reading() as db:
             return self._engine.recall(db, question, k=k, hops=hops, edge_type=edge_type, types=types)
 
     def recall_documents(self, question: str, k: int = 8) -> list[DocumentHit]:
         """The layer-0 documents behind the best evidence for `question`, best first."""
+        _question(question, k)
         with self._bank.reading() as db:
             return self._engine.recall_documents(db, question, k=k)
 
     def contradictions(self, resolution: str | None = None) -> list[dict[str, Any]]:
         """Every contradiction with both sides (statement, source path, span) and its lifecycle state."""
+        if resolution is not None:
+            _model.resolution(resolution)
         with self._bank.reading() as db:
             found = [c for c in db.list_objects(type="contradiction", limit=1_000_000)
                      if resolution is None or c.resolution == resolution]
@@ -220,10 +241,17 @@ class MemoryBank:
         return f"agent:{self.agent}"
 
     def create(self, obj: MemoryObject) -> MemoryObject:
-        """Add a new memory object (any layer but 0) to all four stores."""
+        """Add a new memory object (any layer but 0) to all four stores. Its id must be new (`update`
+        changes an object: a create must never replace one, a contradiction least of all), and every id
+        it names (what it derives from, its sides, members or citations, its sources) must be in the bank."""
         self._writable()
         if obj.layer == 0:
             raise LayerZeroImmutableError("layer 0 is written only by ingestion")
+        with self._bank.reading() as db:
+            taken = db.object_summaries([obj.id])
+            if taken:
+                raise ModelError(f"{obj.id} already exists (a {taken[0][1]}); change it with update()")
+            self._require_existing(db, obj, obj.references() | set(obj.source_ids))
         obj.run_id = obj.run_id or self._run_id()
         self._bank.write([obj], run_id=obj.run_id)
         if isinstance(obj, Contradiction):
@@ -236,13 +264,18 @@ class MemoryBank:
         frozen = _FROZEN_FIELDS & fields.keys()
         if frozen:
             raise ModelError(f"fields {sorted(frozen)} cannot be changed")
-        current = self.get(object_id)
-        if current is None:
-            raise KeyError(f"no memory object {object_id}")
+        current = self._existing(object_id)
+        if isinstance(current, Contradiction) and any(
+                fields[name] != getattr(current, name) for name in ("status", "claim_ids") if name in fields):
+            raise ModelError(f"{object_id}: a contradiction keeps its sides and is never deprecated; "
+                             "settle it with resolve()")
         try:
             updated = type(current).model_validate({**current.model_dump(), **fields, "run_id": self._run_id()})
         except ValidationError as exc:
             raise ModelError(f"invalid update of {object_id}: {exc}") from None
+        with self._bank.reading() as db:
+            self._require_existing(db, updated, (updated.references() | set(updated.source_ids))
+                                   - current.references() - set(current.source_ids))
         self._bank.update_objects([updated])
         if isinstance(updated, Contradiction) and updated.resolution != current.resolution:
             propagate_disputes(self._bank)  # flags follow the contradiction's lifecycle at once
@@ -251,12 +284,29 @@ class MemoryBank:
     def resolve(self, contradiction_id: str, resolution: str, explanation: str) -> Contradiction:
         """Settle a contradiction as 'explained' or 'superseded' (or reopen it with 'open'). It stays in
         the bank for good; the dispute flags it put on derived objects are cleared (or set again)."""
-        current = self.get(contradiction_id)
+        current = self._existing(contradiction_id)
         if not isinstance(current, Contradiction):
-            raise ModelError(f"{contradiction_id} is not a contradiction")
-        if resolution not in ("open", "explained", "superseded"):
-            raise ModelError(f"unknown resolution {resolution!r}; allowed: open, explained, superseded")
+            raise ModelError(f"{contradiction_id} is not a contradiction (it is a {current.type.value})")
+        _model.resolution(resolution)
         return self.update(contradiction_id, resolution=resolution, explanation=explanation)
+
+    def _existing(self, object_id: str) -> MemoryObject:
+        current = self.get(object_id)
+        if current is not None:
+            return current
+        with self._bank.reading() as db:
+            if db.get_source(object_id) is not None:
+                raise LayerZeroImmutableError(f"{object_id} is a layer-0 document, which cannot be changed")
+        raise KeyError(f"no memory object {object_id}")
+
+    @staticmethod
+    def _require_existing(db, obj: MemoryObject, ids: set[str]) -> None:
+        named = sorted(ids)
+        found = {r[0] for r in db.object_summaries(named)} | {d.id for d in db.sources_by_ids(named)}
+        missing = [i for i in named if i not in found]
+        if missing:
+            raise ModelError(f"{obj.id} names {len(missing)} id(s) that are not in the bank: "
+                             f"{', '.join(missing[:10])}")
 
     def link(self, a: str, b: str, edge_type: str | EdgeType, weight: float = 1.0) -> Edge:
         """Add a typed edge between two existing objects."""

@@ -127,15 +127,29 @@ def _process_start(pid: int) -> float | None:
 
 
 @dataclass
+class FailedCheck:
+    name: str  # asset/check
+    description: str
+    error: bool  # ERROR severity: the bank is not as it should be (WARN: worth a look)
+
+
+@dataclass
 class RunReport:
     run_ids: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     documents: int = 0  # corpus files scanned
     released: list[str] = field(default_factory=list)  # runs of dead processes failed first (release_dead_runs)
+    failed_checks: list[FailedCheck] = field(default_factory=list)  # the runs' asset checks that did not pass
 
     @property
     def success(self) -> bool:
         return not self.failures
+
+    @property
+    def errors_found(self) -> bool:
+        """A check of ERROR severity failed: the run itself may have succeeded (only blocking checks
+        stop it), yet something in the bank is wrong, and a script calling `smb` must hear of it."""
+        return any(check.error for check in self.failed_checks)
 
 
 def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
@@ -168,6 +182,7 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
             raise_on_error=False,
         )
         report.run_ids.append(result.run_id)
+        report.failed_checks.extend(_failed_checks(result))
         if not result.success:
             report.failures.extend(_failure_messages(result))
     return report
@@ -194,7 +209,7 @@ def run_evolve(settings: Settings, instance: dg.DagsterInstance | None = None,
         instance=instance, partition_key=key, asset_selection=layers_to_run(bank, key),
         run_config=_run_config(settings, log_level), tags=process_tags(), raise_on_error=False,
     )
-    report = RunReport(run_ids=[result.run_id], released=released)
+    report = RunReport(run_ids=[result.run_id], released=released, failed_checks=_failed_checks(result))
     if not result.success:
         report.failures.extend(_failure_messages(result))
     return key, report
@@ -208,6 +223,12 @@ def _run_config(settings: Settings, log_level: str) -> dict:
         }}},
         "loggers": {"console": {"config": {"log_level": log_level}}},
     }
+
+
+def _failed_checks(result: dg.ExecuteInProcessResult) -> list[FailedCheck]:
+    return [FailedCheck(f"{check.asset_key.to_user_string()}/{check.check_name}", check.description or "failed",
+                        check.severity == dg.AssetCheckSeverity.ERROR)
+            for check in result.get_asset_check_evaluations() if not check.passed]
 
 
 def _failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:

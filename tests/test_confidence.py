@@ -137,7 +137,8 @@ def test_disputes_follow_derivations_and_clear_when_resolved(tmp_path: Path) -> 
         unrelated = Synthesis(id="syn-2", title="Telescopes", derived_from=[c.id])
         same_sentence = Relationship(id="rel-1", title="observatory founded 1874", head=c.id, tail=b.id,
                                      evidence=a.statement, source_ids=a.source_ids)
-        for obj in (a, b, c, synthesis, story, unrelated, same_sentence):
+        bank._bank.write([a, b, c, same_sentence])  # as extraction writes them (source "src-x" is not in this bank)
+        for obj in (synthesis, story, unrelated):
             bank.create(obj)
         ctr = bank.create(Contradiction(id="ctr-1", title="founding year", claim_ids=[a.id, b.id],
                                         derived_from=[a.id, b.id], attribute="date"))
@@ -159,8 +160,7 @@ def _logo_contradiction(tmp_path: Path) -> tuple[Settings, Claim, Claim]:
     settings = Settings(memory_bank_dir=tmp_path / "bank")
     with MemoryBank.open(settings.memory_bank_dir, read_only=False, settings=settings) as bank:
         a, b = _claim("a", "The logo is blue."), _claim("b", "The logo is green.")
-        bank.create(a)
-        bank.create(b)
+        bank._bank.write([a, b])  # as extraction writes claims (their source "src-x" is not in this bank)
         bank.create(Contradiction(id="ctr-logo", title="logo colour", claim_ids=[a.id, b.id], derived_from=[a.id, b.id]))
     return settings, a, b
 

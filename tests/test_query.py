@@ -1,6 +1,7 @@
 """The agent interface, `smb_core.query`, on a real bank built from a small multi-hop corpus."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,85 @@ def test_cli_recall_json(bank_dir: Path, capsys) -> None:
     assert set(hits[0]) == {"id", "type", "title", "text", "score", "confidence", "source", "paths", "contradictions",
                             "disputed", "disputed_by"}
     assert set(hits[0]["source"]) == {"id", "path", "title", "span"}
+
+
+def test_agent_writes_cannot_replace_dangle_or_bypass_a_contradictions_lifecycle(tmp_path: Path,
+                                                                                 bank_dir: Path) -> None:
+    import shutil
+
+    from smb_core.model import Insight
+
+    path = tmp_path / "bank"
+    shutil.copytree(bank_dir, path)
+    with MemoryBank.open(path, read_only=False) as bank:
+        claim, other = [c for c in bank.list(type="claim", limit=100) if "Varga" in c.text()][:2]
+        contradiction = bank.create(Contradiction(id="ctr-test", title="a dispute", claim_ids=[claim.id, other.id],
+                                                  derived_from=[claim.id, other.id]))
+        source = bank.sources()[0].id
+        refused = {
+            "already exists (a contradiction)": lambda: bank.create(Insight(id="ctr-test", title="a replacement")),
+            "clm-nope": lambda: bank.create(Contradiction(id="ctr-x", title="x", claim_ids=[claim.id, "clm-nope"])),
+            "names 1 id(s) that are not in the bank: nope": lambda: bank.create(
+                Claim(id="clm-x", title="x", statement="x", derived_from=["nope"], source_ids=[source])),
+            "src-nope": lambda: bank.create(Claim(id="clm-y", title="y", statement="y", source_ids=["src-nope"])),
+            "Input should be 'open', 'explained' or 'superseded'": lambda: bank.update("ctr-test", resolution="maybe"),
+            "never deprecated": lambda: bank.update("ctr-test", status="deprecated"),
+            "keeps its sides": lambda: bank.update("ctr-test", claim_ids=[claim.id]),
+            "is not a contradiction (it is a claim)": lambda: bank.resolve(claim.id, "explained", "x"),
+            "not in the bank: gone": lambda: bank.update(claim.id, derived_from=["gone"]),
+        }
+        for message, attempt in refused.items():
+            with pytest.raises(ModelError, match=re.escape(message)):
+                attempt()
+        with pytest.raises(LayerZeroImmutableError, match="layer-0 document"):
+            bank.update(source, title="x")
+        with pytest.raises(KeyError, match="no memory object ctr-missing"):
+            bank.resolve("ctr-missing", "explained", "x")
+        assert bank.get("ctr-x") is None and bank.get("clm-x") is None and bank.get("clm-y") is None
+        assert bank.get("ctr-test") == contradiction and [c["id"] for c in bank.contradictions()] == ["ctr-test"]
+        assert bank.resolve("ctr-test", "explained", "two dates for two events").resolution == "explained"
+        assert bank.update(claim.id, derived_from=[other.id]).derived_from == [other.id]  # existing ids are fine
+        assert bank._bank.status()["consistent"]
+
+
+def test_reads_refuse_unknown_filters_empty_questions_and_k_below_one(bank_dir: Path) -> None:
+    from smb_core.query import QueryError
+
+    with MemoryBank.open(bank_dir) as bank:
+        for attempt, message in [
+            (lambda: bank.list(type="bogus"), "unknown memory type 'bogus'; allowed: concept, "),
+            (lambda: bank.list(status="bogus"), "unknown status 'bogus'; allowed: active, "),
+            (lambda: bank.search("index", type="bogus"), "unknown memory type"),
+            (lambda: bank.recall("index", types=["claim", "bogus"]), "unknown memory type 'bogus'"),
+            (lambda: bank.contradictions(resolution="bogus"), "unknown resolution 'bogus'"),
+        ]:
+            with pytest.raises(ModelError, match=message):
+                attempt()
+        for attempt, message in [(lambda: bank.recall("  "), "empty"), (lambda: bank.search(""), "empty"),
+                                 (lambda: bank.recall_documents(""), "empty"),
+                                 (lambda: bank.recall("index", k=-3), "k must be at least 1, got -3")]:
+            with pytest.raises(QueryError, match=message):
+                attempt()
+        assert bank.list(type="claim", status="active", limit=2) and bank.recall("index", types=["claim"], k=2)
+
+
+def test_cli_says_what_is_wrong_without_a_traceback_or_a_new_bank(tmp_path: Path, bank_dir: Path, capsys,
+                                                                  monkeypatch) -> None:
+    from smb_core.settings import get_settings
+
+    missing = tmp_path / "no-bank-here"
+    for argv in (["status"], ["evolve"], ["recall", "x"]):
+        assert smb([*argv, "--bank", str(missing)]) == 1
+        assert f"no memory bank at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+    assert smb(["recall", "", "--bank", str(bank_dir)]) == 1
+    assert capsys.readouterr().err == "error: the question is empty\n"
+    assert smb(["resolve", "ctr-missing", "--as", "explained", "--because", "x", "--bank", str(bank_dir)]) == 1
+    assert capsys.readouterr().err == "error: no memory object ctr-missing\n"
+    monkeypatch.setenv("SMB_LLM", "bogus")
+    get_settings.cache_clear()
+    try:
+        assert smb(["status", "--bank", str(bank_dir)]) == 1
+        assert capsys.readouterr().err.startswith("error: setting SMB_LLM: Input should be 'none' or 'ollama'")
+    finally:
+        get_settings.cache_clear()

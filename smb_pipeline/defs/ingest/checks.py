@@ -14,6 +14,8 @@ FRONT_MATTER_SAMPLE = 1000
 def _result(problems: list[str], checked: int, what: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=not problems,
+        description=f"{len(problems)} {'problem' if len(problems) == 1 else 'problems'}, the first: {problems[0]}"
+        if problems else None,
         metadata={"checked": checked, "problems": len(problems),
                   "details": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:50]) or f"all {what} ok")},
     )
