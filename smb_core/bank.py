@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from smb_core.bank_check import SHOWN, check_whole_bank
-from smb_core.embed import Embedder, get_embedder
+from smb_core.embed import Embedder, embedder_name, get_embedder
 from smb_core.fsutil import atomic_write_text
 from smb_core.locking import BankLock
 from smb_core.model import Edge, MemoryObject, SourceDocument, Status, utcnow
@@ -49,6 +49,11 @@ class LayerZeroImmutableError(PermissionError):
     """Layer 0 holds immutable source copies; a change is a new version, never an edit."""
 
 
+class EmbedderMismatchError(ValueError):
+    """The bank's vectors come from another embedder than the one configured: the cosine between two
+    models' vectors means nothing, so mixing them would quietly ruin recall and merging."""
+
+
 class Bank:
     """Owns the four stores of one memory bank directory and the lock between processes."""
 
@@ -65,6 +70,7 @@ class Bank:
         self._vectors_maybe_unused: set[str] = set()  # see `_drop_unused_vectors`
         self._expansions: OrderedDict[tuple, list[tuple[str, str]]] = OrderedDict()  # see `_objects_by_key`
         self._db: MetadataStore | None = None
+        self._embedder_checked = False
 
     @property
     def embedder(self) -> Embedder:
@@ -91,7 +97,8 @@ class Bank:
                                      writer_lock=self.lock.path)
             try:
                 with self._db.naming_the_memory_limit():  # setting the limit can fail as memory does
-                    yield self._db.connect()
+                    self._check_embedder(self._db.connect())
+                    yield self._db
             finally:
                 self._db.close()
                 self._db = None
@@ -113,6 +120,7 @@ class Bank:
                                      wait_seconds=self.settings.lock_timeout_seconds).connect()
             try:
                 with self._db.naming_the_memory_limit(), self._db.transaction():
+                    self._check_embedder(self._db)
                     yield self._db
                 self._delete_unused_vectors(self._db)
             finally:
@@ -120,6 +128,22 @@ class Bank:
                 self._db.close()
                 self._db = None
                 self._bump_generation()
+
+    def _check_embedder(self, db: MetadataStore) -> None:
+        """The first write session records which embedder the bank's vectors come from; every session
+        after that (once per handle) refuses another one, naming both."""
+        if self._embedder_checked:
+            return
+        configured = self._embedder.name if self._embedder is not None else embedder_name(self.settings)
+        recorded = db.sql("SELECT value FROM meta WHERE key = 'embedder'")
+        if recorded and recorded[0][0] != configured:
+            raise EmbedderMismatchError(
+                f"the vectors of the bank at {self.root} come from the embedder {recorded[0][0]!r}, but "
+                f"SMB_EMBEDDING_MODEL selects {configured!r}: set it back, or build a new bank with this one")
+        if not recorded and not db.read_only:
+            db.sql("INSERT INTO meta VALUES ('embedder', ?)", [configured])
+            recorded = [(configured,)]
+        self._embedder_checked = bool(recorded)
 
     def _upgrade_vectors(self) -> None:
         """Re-key a bank made when Chroma held one vector per object (collection `smb-memory`): each

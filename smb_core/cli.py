@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pydantic import ValidationError
 
+    from smb_core.bank import EmbedderMismatchError
     from smb_core.corpus import DocumentError
     from smb_core.locking import BankBusyError
     from smb_core.model import ModelError
@@ -252,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         return args.handler(args)
-    except (BankBusyError, DocumentError, FileNotFoundError, ModelError, QueryError, PermissionError) as exc:
+    except (BankBusyError, DocumentError, EmbedderMismatchError, FileNotFoundError, ModelError, QueryError,
+            PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except KeyError as exc:  # an id that is not in the bank
         print(f"error: {exc.args[0]}", file=sys.stderr)

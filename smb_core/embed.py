@@ -152,6 +152,12 @@ def single_threaded(embedder: Embedder) -> Embedder:
     return embedder.one_thread() if isinstance(embedder, MiniLMEmbedder) else embedder
 
 
+def embedder_name(settings: Settings) -> str:
+    """The name of the embedder `SMB_EMBEDDING_MODEL` selects, without loading it (what a bank records)."""
+    key = settings.embedding_model
+    return MiniLMEmbedder.name if key == "minilm-int8" else key
+
+
 def get_embedder(settings: Settings) -> Embedder:
     """The embedder named by `SMB_EMBEDDING_MODEL`, one instance per process (model loading is costly)."""
     key = settings.embedding_model

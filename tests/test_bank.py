@@ -822,3 +822,32 @@ def test_an_older_bank_loses_its_object_postings_and_unused_indexes(tmp_path: Pa
                          "('spans_object', 'names_object', 'lex_term', 'lex_unit')") == []
     finally:
         store.close()
+
+
+def test_a_bank_refuses_an_embedder_other_than_the_one_its_vectors_come_from(bank: Bank, settings: Settings,
+                                                                             capsys) -> None:
+    from smb_core.bank import EmbedderMismatchError
+    from smb_core.cli import main as smb
+    from smb_core.embed import MiniLMEmbedder
+
+    with bank.reading() as db:  # the fixture's first write session recorded it
+        assert db.sql("SELECT value FROM meta WHERE key = 'embedder'") == [(MiniLMEmbedder.name,)]
+    other = Bank(settings=settings.model_copy(update={"embedding_model": "ollama:nomic-embed-text"}))
+    for session in (other.reading, other.writing):  # refused before anything is embedded or written
+        with pytest.raises(EmbedderMismatchError, match="come from the embedder 'all-MiniLM-L6-v2-onnx-int8', but "
+                                                        "SMB_EMBEDDING_MODEL selects 'ollama:nomic-embed-text'"):
+            with session():
+                pass
+    with Bank(settings=settings.model_copy(update={"embedding_model": "minilm-int8"})).reading():
+        pass  # the default's short name is the same embedder
+    assert smb(["status", "--bank", str(settings.memory_bank_dir)]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SMB_EMBEDDING_MODEL", "ollama:nomic-embed-text")
+        from smb_core.settings import get_settings
+
+        get_settings.cache_clear()
+        try:
+            assert smb(["status", "--bank", str(settings.memory_bank_dir)]) == 1
+        finally:
+            get_settings.cache_clear()
+    assert "error: the vectors of the bank at" in capsys.readouterr().err
