@@ -38,7 +38,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not Path(settings.kbmd_dir).is_dir():
         print(f"error: corpus folder {settings.kbmd_dir} does not exist", file=sys.stderr)
         return 1
-    report = run_ingest(settings)
+    report = run_ingest(settings, log_level=_dagster_log_level(args))
     _say_released(report.released)
     bank = Bank(settings=settings)
     with bank.reading() as db:
@@ -75,7 +75,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     from smb_pipeline.runner import run_evolve
 
     settings = _existing_bank(_settings(args))
-    key, report = run_evolve(settings)
+    key, report = run_evolve(settings, log_level=_dagster_log_level(args))
     _say_released(report.released)
     with _bank(settings).reading() as db:
         counts = db.sql("SELECT counts FROM cycles WHERE key = ?", [key])
@@ -93,6 +93,12 @@ def _say_checks(report) -> None:
     for check in report.failed_checks:
         print(f"{'error' if check.error else 'warning'}: check {check.name} failed: {check.description}",
               file=sys.stderr)
+
+
+def _dagster_log_level(args: argparse.Namespace) -> str:
+    """Dagster's console log only with --verbose: the summary `smb` prints names every rejection and
+    failure once, where Dagster's log repeated each with its stack trace (the UI keeps the full log)."""
+    return "INFO" if args.verbose else "CRITICAL"
 
 
 def _say_released(run_ids: list[str]) -> None:
@@ -208,12 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("init", cmd_init, "create an empty memory bank")
     p = add("ingest", cmd_ingest, "ingest the corpus through Dagster (layers 0-1)")
     p.add_argument("--source", help="corpus folder (default: SMB_KBMD_DIR or ./kbmd)")
+    p.add_argument("--verbose", action="store_true", help="also print Dagster's run log")
     p = add("status", cmd_status, "counts per store and whether the stores agree")
     p.add_argument("--json", action="store_true")
     p = add("ui", cmd_ui, "open the Dagster UI on this bank's runs")
     p.add_argument("--source", help="corpus folder the sensor watches")
     p.add_argument("--port", type=int, default=3000)
-    add("evolve", cmd_evolve, "run one evolution cycle through Dagster (layers 2-6)")
+    p = add("evolve", cmd_evolve, "run one evolution cycle through Dagster (layers 2-6)")
+    p.add_argument("--verbose", action="store_true", help="also print Dagster's run log")
     p = add("contradictions", cmd_contradictions, "list contradictions with both sides and their sources")
     p.add_argument("--json", action="store_true")
     p = add("resolve", cmd_resolve, "settle a contradiction (it is kept; the dispute flags it caused clear)")

@@ -6,7 +6,6 @@ no-op, and extraction of an already extracted version (same extractor version) i
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from smb_core.recall.names import document_names
 from smb_core.model import SourceDocument, stable_id
 from smb_core.settings import Settings
 
-log = logging.getLogger(__name__)
 
 #: Source records read at once by `extract_sources`, in batches (bounded memory at any corpus size).
 SOURCE_BATCHES_PER_READ = 32
@@ -82,7 +80,6 @@ def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str 
                 if isinstance(content, DocumentError):
                     outcome.reason = content.reason
                     rejected.append((file.partition_key, file.relative, content.reason))
-                    log.error("rejected %s", content)
                     continue
                 previous = latest.get(file.partition_key)
                 outcome.sha256 = content.sha256

@@ -701,8 +701,10 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         return {}, text
     try:
         data = yaml.load(text[len(_FENCE) : end + 1], Loader=_Loader) or {}
-    except yaml.YAMLError as exc:
-        raise ModelError(f"front matter is not valid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # one line, with the place in the file (PyYAML's message spans five)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark else ""
+        raise ModelError(f"front matter is not valid YAML: {getattr(exc, 'problem', None) or exc}{where}") from None
     if not isinstance(data, dict):
         raise ModelError("front matter must be a YAML mapping")
     return data, text[end + 1 + len(_FENCE) :]

@@ -238,5 +238,8 @@ def _failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
             error = event.step_failure_data.error
             while error is not None and error.cause is not None:  # Dagster's wrapper says less than its cause
                 error = error.cause
-            messages.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+            text = error.message.strip() if error else "failed"
+            if error is not None and error.cls_name == "Failure":  # ours, with its reason: not Dagster's class path
+                text = text.split(": ", 1)[-1]
+            messages.append(f"{event.step_key}: {text}")
     return messages or [f"run {result.run_id} failed"]
