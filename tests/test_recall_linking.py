@@ -45,6 +45,19 @@ def test_a_bridge_follows_the_sentence_that_shares_the_words_the_question_asks(b
     assert paths[sources["holm.md"]] == [sources["harbour.md"], sources["holm.md"]]
 
 
+def test_a_document_the_question_names_outranks_the_documents_it_mentions(tmp_path: Path,
+                                                                         sample_corpus: Path) -> None:
+    """In the sample, Tomas Varga's and Priya Raman's pages mention each other, and both names occur in
+    several documents, so each links its page only weakly (strength 0.59). The best hop from it, scaled
+    to 1, used to add more than the seed itself and outrank the page the question names; and a bare name
+    asks nothing a hop could answer."""
+    docs = {p.relative_to(sample_corpus).as_posix(): p.read_text(encoding="utf-8") for p in sample_corpus.rglob("*.md")}
+    with MemoryBank.open(extracted_bank(tmp_path, docs)) as bank:
+        for person in ("Tomas Varga", "Priya Raman"):
+            for question in (person, f"Where was {person} born?"):
+                assert bank.recall_documents(question, k=1)[0].title == person, question
+
+
 def test_the_hop_embeds_only_the_strongest_sentences_that_yielded_no_claim(bank_dir: Path, monkeypatch) -> None:
     """Sentences without a claim are embedded at query time (about 5 ms each here): only the
     CONTEXT_EMBED_MAX with the strongest edges are; the others count 0."""

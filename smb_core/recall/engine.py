@@ -253,7 +253,8 @@ class RecallEngine:
     def rank_documents(self, db: MetadataStore, question: str) -> tuple[list[tuple[str, float]], dict]:
         """Fused lexical+dense score (best = 1), plus SEED_WEIGHT x seed strength for documents the
         question names, plus BRIDGE_WEIGHT x the squared bridge score for documents one hop from them
-        (squared so that only a clearly fitting bridge outranks a strong direct match)."""
+        (squared so that only a clearly fitting bridge outranks a strong direct match; never more than
+        the hop's seed got, and no hop for a question that is only a name)."""
         vector = self.bank.embedder.embed([question])[0]
         lexical_hits = self.lexical_documents(db, question, CANDIDATES)
         vector_hits = self._vector_documents(vector, VECTOR_CANDIDATES)
@@ -267,9 +268,12 @@ class RecallEngine:
         for doc, strength in seeds.items():
             scores[doc] = scores.get(doc, 0.0) + SEED_WEIGHT * strength
         residual = self.bank.embedder.embed([residual_text])[0] if residual_text and seeds else vector
-        bridge, paths = self.bridges(db, seeds, residual, residual_text)
+        asks = bool(residual_text.strip(" ?!.,'\""))  # a bare name asks nothing a hop could answer
+        bridge, paths = self.bridges(db, seeds, residual, residual_text) if asks else ({}, {})
         for doc, value in bridge.items():
-            scores[doc] = scores.get(doc, 0.0) + BRIDGE_WEIGHT * value ** 2
+            # a hop adds at most what its seed got: scaled to the question's best hop, the best hop from a
+            # weakly named seed (a name many documents use) outranked the very document the question names
+            scores[doc] = scores.get(doc, 0.0) + min(BRIDGE_WEIGHT * value ** 2, SEED_WEIGHT * seeds[paths[doc][0]])
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return ranked, {"paths": paths, "seeds": seeds, "names": names, "vector": vector, "residual": residual}
 
