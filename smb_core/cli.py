@@ -127,7 +127,8 @@ def cmd_contradictions(args: argparse.Namespace) -> int:
 def cmd_resolve(args: argparse.Namespace) -> int:
     from smb_core.query import MemoryBank
 
-    with MemoryBank.open(_settings(args).memory_bank_dir, read_only=False, agent=args.agent) as bank:
+    settings = _existing_bank(_settings(args))
+    with MemoryBank.open(settings.memory_bank_dir, read_only=False, agent=args.agent) as bank:
         contradiction = bank.resolve(args.id, args.resolution, args.because)
     print(f"{contradiction.id}: {contradiction.resolution} ({contradiction.explanation})")
     return 0

@@ -97,6 +97,7 @@ def memory_type(value: str | MemoryType) -> MemoryType:
 
 
 def object_status(value: str | Status) -> Status:
+    """Parse an object status for a filter, likewise."""
     return _member(Status, value, "status")
 
 
@@ -106,6 +107,7 @@ RESOLUTIONS: tuple[str, ...] = get_args(Resolution)
 
 
 def resolution(value: str) -> str:
+    """Check a contradiction's resolution (for a filter or `resolve`)."""
     if value not in RESOLUTIONS:
         raise ModelError(f"unknown resolution {value!r}; allowed: {', '.join(RESOLUTIONS)}")
     return value
@@ -267,7 +269,6 @@ class Relationship(MemoryObject):
     folder: ClassVar[str] = "relationships"
     node: ClassVar[None] = None
     id_prefix: ClassVar[str] = "rel"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "head", "tail")
 
     type: MemoryType = MemoryType.RELATIONSHIP
@@ -297,7 +298,6 @@ class CanonicalEntity(Entity):
     layer: ClassVar[int] = 2
     folder: ClassVar[str] = "entities"
     id_prefix: ClassVar[str] = "cen"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
 
     type: MemoryType = MemoryType.CANONICAL_ENTITY
@@ -310,7 +310,6 @@ class CanonicalConcept(Concept):
     layer: ClassVar[int] = 2
     folder: ClassVar[str] = "concepts"
     id_prefix: ClassVar[str] = "ccn"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
 
     type: MemoryType = MemoryType.CANONICAL_CONCEPT
@@ -353,7 +352,6 @@ class Insight(MemoryObject):
     folder: ClassVar[str] = "insights"
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "ins"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "about", "evidence")
 
     type: MemoryType = MemoryType.INSIGHT
@@ -370,7 +368,6 @@ class Question(MemoryObject):
     folder: ClassVar[str] = "questions"
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "qst"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "about")
 
     type: MemoryType = MemoryType.QUESTION
@@ -389,7 +386,6 @@ class Contradiction(MemoryObject):
     folder: ClassVar[str] = "contradictions"
     node: ClassVar[NodeType] = NodeType.INSIGHT
     id_prefix: ClassVar[str] = "ctr"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "claim_ids")
 
     type: MemoryType = MemoryType.CONTRADICTION
@@ -417,7 +413,6 @@ class Synthesis(MemoryObject):
     folder: ClassVar[str] = "syntheses"
     node: ClassVar[NodeType] = NodeType.ABSTRACTION
     id_prefix: ClassVar[str] = "syn"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "statements")
 
     type: MemoryType = MemoryType.SYNTHESIS
@@ -431,7 +426,6 @@ class Abstraction(MemoryObject):
     folder: ClassVar[str] = "abstractions"
     node: ClassVar[NodeType] = NodeType.ABSTRACTION
     id_prefix: ClassVar[str] = "abs"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "members")
 
     type: MemoryType = MemoryType.ABSTRACTION
@@ -447,7 +441,6 @@ class DiscoveredRelationship(Relationship):
     layer: ClassVar[int] = 4
     folder: ClassVar[str] = "relationships"
     id_prefix: ClassVar[str] = "drl"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "head", "tail", "evidence_path")
 
     type: MemoryType = MemoryType.DISCOVERED_RELATIONSHIP
@@ -460,7 +453,6 @@ class Narrative(MemoryObject):
     folder: ClassVar[str] = "narratives"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "nar"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "subject", "statements")
 
     type: MemoryType = MemoryType.NARRATIVE
@@ -489,7 +481,6 @@ class Timeline(MemoryObject):
     folder: ClassVar[str] = "timelines"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "tml"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "subject", "events")
 
     type: MemoryType = MemoryType.TIMELINE
@@ -531,7 +522,6 @@ class Agenda(MemoryObject):
     folder: ClassVar[str] = "agendas"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "agd"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "items")
 
     type: MemoryType = MemoryType.AGENDA
@@ -550,7 +540,6 @@ class Plan(MemoryObject):
     folder: ClassVar[str] = "plans"
     node: ClassVar[NodeType] = NodeType.NARRATIVE
     id_prefix: ClassVar[str] = "pln"
-
     reference_fields: ClassVar[tuple[str, ...]] = ("derived_from", "steps")
 
     type: MemoryType = MemoryType.PLAN

@@ -27,16 +27,18 @@ from smb_core.recall.engine import RecallEngine
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import multi_hop_over, neighbours_in, shortest_path_over
 
+
 class QueryError(ValueError):
     """A question or argument the bank cannot answer as asked: an empty question, k below 1."""
 
 
-def _question(text: str, k: int) -> str:
+def _check_question(text: str, k: int) -> None:
+    """Refuse what used to return something anyway: an empty question got arbitrary hits, and a
+    negative k all but the last k of them (Python's slice)."""
     if not text or not text.strip():
         raise QueryError("the question is empty")
     if k < 1:
         raise QueryError(f"k must be at least 1, got {k}")
-    return text
 
 
 #: Fields an agent may not change with `update`: identity, type and store bookkeeping.
@@ -186,7 +188,7 @@ class MemoryBank:
 
     def search(self, text: str, k: int = 10, type: str | None = None) -> list[Hit]:
         """Vector search over memory objects (active ones), optionally of one type."""
-        _question(text, k)
+        _check_question(text, k)
         type = _model.memory_type(type).value if type is not None else None
         with self._bank.reading() as db:
             return self._engine.vector_hits(db, text, k, type)
@@ -195,7 +197,7 @@ class MemoryBank:
                types: Sequence[str] | None = None) -> list[Hit]:
         """Hybrid recall: lexical + vector + knowledge graph (entity linking and propagation), fused.
         Each hit carries its sources and spans, the graph paths that brought it, and contradictions."""
-        _question(question, k)
+        _check_question(question, k)
         if edge_type is not None:
             _model.edge_type(edge_type)
         types = [_model.memory_type(t).value for t in types] if types else types
@@ -204,7 +206,7 @@ class MemoryBank:
 
     def recall_documents(self, question: str, k: int = 8) -> list[DocumentHit]:
         """The layer-0 documents behind the best evidence for `question`, best first."""
-        _question(question, k)
+        _check_question(question, k)
         with self._bank.reading() as db:
             return self._engine.recall_documents(db, question, k=k)
 

@@ -271,7 +271,7 @@ def test_cli_says_what_is_wrong_without_a_traceback_or_a_new_bank(tmp_path: Path
     from smb_core.settings import get_settings
 
     missing = tmp_path / "no-bank-here"
-    for argv in (["status"], ["evolve"], ["recall", "x"]):
+    for argv in (["status"], ["evolve"], ["recall", "x"], ["resolve", "ctr-x", "--as", "open", "--because", "x"]):
         assert smb([*argv, "--bank", str(missing)]) == 1
         assert f"no memory bank at {missing}" in capsys.readouterr().err
     assert not missing.exists()
