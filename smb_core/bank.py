@@ -484,10 +484,11 @@ class Bank:
         """The exact original text of a layer-0 version (its immutable copy's body)."""
         return self.markdown.read(doc.file_path()).body
 
-    def record_rejections(self, rejections: Sequence[tuple[str, str, str]], run_id: str | None) -> None:
-        """(partition key, path, reason) of files that could not be ingested."""
+    def record_rejections(self, rejections: Sequence[tuple[str, str, str, str | None]],
+                          run_id: str | None) -> None:
+        """(partition key, path, reason, fingerprint) of files that could not be ingested."""
         with self.writing() as db:
-            db.insert_rows("rejections", ["partition_key", "path", "reason", "run_id"],
+            db.insert_rows("rejections", ["partition_key", "path", "reason", "fingerprint", "run_id"],
                            [(*r, run_id) for r in rejections])
 
     def record_extractions(self, rows: Sequence[tuple[str, str, str, dict[str, int], str | None]]) -> None:

@@ -47,20 +47,24 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         new_versions = db.sql("SELECT count(*) FROM sources WHERE run_id IN (SELECT unnest(?))", [report.run_ids])
         objects = db.sql("SELECT type, count(*) FROM objects WHERE run_id IN (SELECT unnest(?)) GROUP BY type "
                          "ORDER BY type", [report.run_ids])
+        unchanged = db.sql("SELECT path, arg_max(reason, recorded_at) FROM rejections WHERE path IN (SELECT unnest(?)) "
+                           "GROUP BY path ORDER BY path", [report.still_rejected])
     print(f"scanned {report.documents} documents in {settings.kbmd_dir}: {new_versions[0][0]} new versions; "
           f"objects written: " + (", ".join(f"{n} {t}" for t, n in objects) or "none"))
     for path, reason in rejected:
         print(f"rejected: {path}: {reason}", file=sys.stderr)
+    for path, reason in unchanged:
+        print(f"rejected before, unchanged, not tried again: {path}: {reason}", file=sys.stderr)
     for failure in report.failures:
         print(f"error: {failure}", file=sys.stderr)
     _say_checks(report)
     if report.run_ids:
         print(f"dagster runs: {', '.join(report.run_ids)} (see them with `smb ui`)")
     else:
-        print("dagster runs: none (every file is already in the bank)")
+        print(f"dagster runs: none (every {'other ' if unchanged else ''}file is already in the bank)")
     if not report.success or report.errors_found:
         return 1
-    return 2 if rejected else 0
+    return 2 if rejected or unchanged else 0
 
 
 def _existing_bank(settings: Settings) -> Settings:

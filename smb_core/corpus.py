@@ -78,6 +78,17 @@ def content_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def rejection_fingerprint(file: CorpusFile, max_bytes: int) -> str | None:
+    """What a rejection depended on: the file's bytes, where it really is (a symlink's target) and the
+    size limit. While none of them changes, the file would be rejected again for the same reason."""
+    try:
+        real = file.path.resolve(strict=True)
+        data = real.read_bytes()
+    except (OSError, RuntimeError):
+        return None  # gone or unreadable: cheap to try again
+    return hashlib.sha256(f"{real}\0{max_bytes}\0".encode() + data).hexdigest()
+
+
 def read_document(file: CorpusFile, root: Path, max_bytes: int) -> DocumentContent:
     """Read and validate one corpus file, or raise DocumentError saying what is wrong with it."""
     name = file.relative

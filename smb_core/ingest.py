@@ -14,7 +14,9 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from smb_core.bank import Bank
-from smb_core.corpus import CorpusFile, DocumentError, content_sha256, read_document, scan
+from smb_core.corpus import (
+    CorpusFile, DocumentError, content_sha256, read_document, rejection_fingerprint, scan,
+)
 from smb_core.embed import single_threaded
 from smb_core.extract.base import Extraction, Extractor, authored_title
 from smb_core.recall.names import document_names
@@ -79,7 +81,8 @@ def ingest_sources(bank: Bank, files: list[CorpusFile], root: Path, run_id: str 
                 outcomes.append(outcome)
                 if isinstance(content, DocumentError):
                     outcome.reason = content.reason
-                    rejected.append((file.partition_key, file.relative, content.reason))
+                    rejected.append((file.partition_key, file.relative, content.reason,
+                                     rejection_fingerprint(file, bank.settings.max_doc_bytes)))
                     continue
                 previous = latest.get(file.partition_key)
                 outcome.sha256 = content.sha256
@@ -112,10 +115,13 @@ _HAS_ACTIVE_OBJECTS = ("EXISTS (SELECT 1 FROM objects o WHERE o.status = 'active
                        "AND o.source = s.id)")
 
 
-def files_to_ingest(bank: Bank, files: list[CorpusFile], extractor_version: str) -> list[CorpusFile]:
-    """The files whose current content is not wholly in the bank: never stored (new, or rejected before),
-    changed since their latest version, not yet extracted by this extractor version, or left with two
-    active versions or active objects of a superseded one by a run that died half-way.
+def files_to_ingest(bank: Bank, files: list[CorpusFile],
+                    extractor_version: str) -> tuple[list[CorpusFile], list[CorpusFile]]:
+    """The files whose current content is not wholly in the bank: never stored (new, or rejected before
+    and changed since), changed since their latest version, not yet extracted by this extractor version,
+    or left with two active versions or active objects of a superseded one by a run that died half-way;
+    and, apart, the files rejected before whose bytes, place and size limit have not changed since (they
+    would be rejected again: trying them started a run that failed, every time).
 
     `smb ingest` runs over these only. Over all files it started a run per 5,000 unchanged documents,
     each recording every partition again and checking the whole of layer 0: minutes of no-op work on a
@@ -127,12 +133,19 @@ def files_to_ingest(bank: Bank, files: list[CorpusFile], extractor_version: str)
             "GROUP BY partition_key HAVING count(*) = 1", [extractor_version]))
         half_superseded = {r[0] for r in db.sql(
             f"SELECT DISTINCT partition_key FROM sources s WHERE status <> 'active' AND {_HAS_ACTIVE_OBJECTS}")}
-    pending = []
+        last_rejection = dict(db.sql("SELECT partition_key, arg_max(fingerprint, recorded_at) FROM rejections "
+                                     "GROUP BY partition_key"))
+    pending, still_rejected = [], []
     for file in files:
         sha256 = stored.get(file.partition_key)
-        if sha256 is None or file.partition_key in half_superseded or _file_sha256(file.path) != sha256:
+        if sha256 is not None and file.partition_key not in half_superseded and _file_sha256(file.path) == sha256:
+            continue
+        fingerprint = last_rejection.get(file.partition_key)
+        if fingerprint is not None and rejection_fingerprint(file, bank.settings.max_doc_bytes) == fingerprint:
+            still_rejected.append(file)
+        else:
             pending.append(file)
-    return pending
+    return pending, still_rejected
 
 
 def _file_sha256(path: Path) -> str | None:

@@ -140,6 +140,7 @@ class RunReport:
     documents: int = 0  # corpus files scanned
     released: list[str] = field(default_factory=list)  # runs of dead processes failed first (release_dead_runs)
     failed_checks: list[FailedCheck] = field(default_factory=list)  # the runs' asset checks that did not pass
+    still_rejected: list[str] = field(default_factory=list)  # rejected before, unchanged: not tried again
 
     @property
     def success(self) -> bool:
@@ -171,11 +172,14 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
     if new_keys:
         instance.add_dynamic_partitions(documents.name, new_keys)
     ordered = [*existing, *new_keys]
-    wanted = {f.partition_key for f in files_to_ingest(Bank(settings=settings), files,
-                                                       get_extractor(settings).version)}
+    bank = Bank(settings=settings)
+    bank.init()  # a bank made by an older version gets its new columns before they are read
+    pending, still_rejected = files_to_ingest(bank, files, get_extractor(settings).version)
+    wanted = {f.partition_key for f in pending}
     job = defs().resolve_job_def("ingest")
     run_config = _run_config(settings, log_level)
-    report = RunReport(documents=len(files), released=release_dead_runs(instance))
+    report = RunReport(documents=len(files), released=release_dead_runs(instance),
+                       still_rejected=[f.relative for f in still_rejected])
     for first, last in contiguous_ranges(ordered, wanted, DOCUMENTS_PER_RUN):
         result = job.execute_in_process(
             instance=instance, run_config=run_config, tags=range_tags(first, last) | process_tags(),

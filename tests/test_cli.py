@@ -67,6 +67,15 @@ def test_ingest_then_status_json(tmp_path: Path, capsys):
     assert out.splitlines()[1].startswith("objects:   ") and "claim" in out.splitlines()[1]
     assert "consistent: True" in out
 
+    # Again over the same files: the rejected one would be rejected again, so no run is started for it
+    # (one used to fail, and the command exited 1); a fixed file is tried at once.
+    code, out, err = _smb(capsys, "ingest", "--source", str(corpus), "--bank", str(bank))
+    assert code == 2 and "dagster runs: none (every other file is already in the bank)" in out
+    assert err == "rejected before, unchanged, not tried again: empty.md: file is empty\n"
+    (corpus / "empty.md").write_text("# Notes\n\nMara Okafor moved to Porto in 2020.\n")
+    code, out, err = _smb(capsys, "ingest", "--source", str(corpus), "--bank", str(bank))
+    assert code == 0 and "1 new versions" in out and err == ""
+
 
 def test_ingest_of_a_missing_folder_is_an_error(tmp_path: Path, capsys):
     code, _, err = _smb(capsys, "ingest", "--source", str(tmp_path / "nope"), "--bank", str(tmp_path / "bank"))

@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS rejections (
     partition_key VARCHAR NOT NULL, path VARCHAR NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR,
     recorded_at TIMESTAMPTZ DEFAULT now()
 );
+-- what the rejection depended on (corpus.rejection_fingerprint); added after the table, hence not above
+ALTER TABLE rejections ADD COLUMN IF NOT EXISTS fingerprint VARCHAR;
 CREATE TABLE IF NOT EXISTS cycles (
     key VARCHAR PRIMARY KEY, number INTEGER NOT NULL, run_id VARCHAR, started TIMESTAMPTZ, finished TIMESTAMPTZ,
     counts JSON
