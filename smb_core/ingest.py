@@ -134,7 +134,7 @@ def files_to_ingest(bank: Bank, files: list[CorpusFile],
         half_superseded = {r[0] for r in db.sql(
             f"SELECT DISTINCT partition_key FROM sources s WHERE status <> 'active' AND {_HAS_ACTIVE_OBJECTS}")}
         last_rejection = dict(db.sql("SELECT partition_key, arg_max(fingerprint, recorded_at) FROM rejections "
-                                     "GROUP BY partition_key"))
+                                     "GROUP BY partition_key")) if db.has_column("rejections", "fingerprint") else {}
     pending, still_rejected = [], []
     for file in files:
         sha256 = stored.get(file.partition_key)

@@ -172,9 +172,7 @@ def run_ingest(settings: Settings, instance: dg.DagsterInstance | None = None,
     if new_keys:
         instance.add_dynamic_partitions(documents.name, new_keys)
     ordered = [*existing, *new_keys]
-    bank = Bank(settings=settings)
-    bank.init()  # a bank made by an older version gets its new columns before they are read
-    pending, still_rejected = files_to_ingest(bank, files, get_extractor(settings).version)
+    pending, still_rejected = files_to_ingest(Bank(settings=settings), files, get_extractor(settings).version)
     wanted = {f.partition_key for f in pending}
     job = defs().resolve_job_def("ingest")
     run_config = _run_config(settings, log_level)

@@ -412,6 +412,12 @@ class MetadataStore:
     def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple]:
         return self.con.execute(query, params or []).fetchall()
 
+    def has_column(self, table: str, column: str) -> bool:
+        """Whether the bank's file has this column yet: a bank an older version made gets new columns at
+        its next write session, so a read session before that must do without them."""
+        return bool(self.sql("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() "
+                             "AND table_name = ? AND column_name = ?", [table, column])[0][0])
+
     @contextmanager
     def naming_the_memory_limit(self) -> Iterator[None]:
         """DuckDB running out of memory in a session (a query, or a commit appending to the indexes)
