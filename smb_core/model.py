@@ -202,8 +202,8 @@ class MemoryObject(BaseModel):
         return value
 
     def references(self) -> set[str]:
-        """Ids this object names: what it derives from, its members, sides or citations."""
-        return {i for name in self.reference_fields for i in _ids_in(getattr(self, name))}
+        """Ids this object names: its sources, what it derives from, its members, sides or citations."""
+        return {i for name in self.reference_fields for i in _ids_in(getattr(self, name))} | set(self.source_ids)
 
     def text(self) -> str:
         """The text that represents this object for embedding and lexical search."""

@@ -253,7 +253,7 @@ class MemoryBank:
             taken = db.object_summaries([obj.id])
             if taken:
                 raise ModelError(f"{obj.id} already exists (a {taken[0][1]}); change it with update()")
-            self._require_existing(db, obj, obj.references() | set(obj.source_ids))
+            self._require_existing(db, obj, obj.references())
         obj.run_id = obj.run_id or self._run_id()
         self._bank.write([obj], run_id=obj.run_id)
         if isinstance(obj, Contradiction):
@@ -276,8 +276,7 @@ class MemoryBank:
         except ValidationError as exc:
             raise ModelError(f"invalid update of {object_id}: {exc}") from None
         with self._bank.reading() as db:
-            self._require_existing(db, updated, (updated.references() | set(updated.source_ids))
-                                   - current.references() - set(current.source_ids))
+            self._require_existing(db, updated, updated.references() - current.references())
         self._bank.update_objects([updated])
         if isinstance(updated, Contradiction) and updated.resolution != current.resolution:
             propagate_disputes(self._bank)  # flags follow the contradiction's lifecycle at once
