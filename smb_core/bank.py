@@ -41,12 +41,19 @@ NEAREST_BLOCK = 2_000
 #: Texts whose objects `Bank.nearest` keeps per filter until the bank changes: expanding the 100 texts
 #: nearest a question in DuckDB took 11-17 ms on the 6,119-passage bank, and names recur across questions.
 EXPANSION_CACHE_SIZE = 50_000
+#: The bank's DuckDB file, inside its folder.
+DB_FILE = "metadata.duckdb"
 #: Banks whose vector collection this process has checked for the per-object layout of older versions.
 _VECTORS_CHECKED: set[Path] = set()
 
 
 class LayerZeroImmutableError(PermissionError):
     """Layer 0 holds immutable source copies; a change is a new version, never an edit."""
+
+
+def bank_exists(root: Path | str) -> bool:
+    """Whether a bank was made in this folder (its DuckDB file is the commit record)."""
+    return (Path(root) / DB_FILE).exists()
 
 
 class EmbedderMismatchError(ValueError):
@@ -80,7 +87,7 @@ class Bank:
 
     @property
     def db_path(self) -> Path:
-        return self.root / "metadata.duckdb"
+        return self.root / DB_FILE
 
     # ---- sessions -------------------------------------------------------------------------
 

@@ -69,8 +69,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def _existing_bank(settings: Settings) -> Settings:
     """The settings, once their bank folder holds a bank: a mistyped --bank must not start a new one."""
+    from smb_core.bank import bank_exists
+
     root = Path(settings.memory_bank_dir)
-    if not (root / "metadata.duckdb").exists():
+    if not bank_exists(root):
         raise FileNotFoundError(f"no memory bank at {root} (run `smb ingest` or `smb init` first)")
     return settings
 

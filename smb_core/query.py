@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from smb_core import model as _model
-from smb_core.bank import Bank, LayerZeroImmutableError
+from smb_core.bank import Bank, LayerZeroImmutableError, bank_exists
 from smb_core.evolve.confidence import propagate_disputes
 from smb_core.model import (
     Contradiction, Edge, EdgeType, MemoryObject, ModelError, NodeType, SourceDocument, SourceSpan, Status,
@@ -105,7 +105,7 @@ class MemoryBank:
              settings: Settings | None = None) -> MemoryBank:
         settings = settings or get_settings()
         root = Path(path) if path is not None else Path(settings.memory_bank_dir)
-        if read_only and not (root / "metadata.duckdb").exists():
+        if read_only and not bank_exists(root):
             raise FileNotFoundError(f"no memory bank at {root} (run `smb ingest` or open with read_only=False)")
         bank = Bank(root, settings=settings)
         if not read_only:
