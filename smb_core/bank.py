@@ -251,10 +251,29 @@ class Bank:
             rows = db.sql("SELECT id FROM objects WHERE status = 'active' AND len(source_ids) = 1 "
                           "AND source IN (SELECT unnest(?))", [old_ids])
             objects = list(db.get_objects([r[0] for r in rows]).values())
-            for obj in objects:
-                obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
-            self._store_objects(db, objects)
+            self._supersede(db, objects, run_id)
             return len(objects)
+
+    def supersede_unextracted(self, extracted: Mapping[str, set[str]], version: str, run_id: str | None) -> int:
+        """Documents extracted again ({source id: the ids that extraction found}; by a newer extractor, say)
+        have what it found upserted; their active layer-1 objects it no longer finds (a section heading
+        read as a name, say) are superseded here, never deleted. What an agent wrote or changed (its run
+        is `agent:...`) is left alone."""
+        if not extracted:
+            return 0
+        with self.writing() as db:
+            found, params = indexed_objects("source", list(extracted), "id, source, layer, status, run_id, source_ids")
+            rows = db.sql(f"SELECT id, source FROM {found} WHERE layer = 1 AND status = 'active' "
+                          "AND len(source_ids) = 1 AND NOT starts_with(coalesce(run_id, ''), 'agent:')", params)
+            objects = list(db.get_objects([i for i, source in rows if i not in extracted[source]]).values())
+            self._supersede(db, objects, run_id, reason=f"not extracted again by {version}")
+            return len(objects)
+
+    def _supersede(self, db: MetadataStore, objects: list[MemoryObject], run_id: str | None, reason: str = "") -> None:
+        for obj in objects:
+            obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
+            obj.status_reason = reason or obj.status_reason
+        self._store_objects(db, objects)
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
               vectors: Mapping[str, np.ndarray] | None = None) -> None:
@@ -513,9 +532,11 @@ class Bank:
             db.insert_rows("doc_names", ["source_id", "name", "weight"], names)
 
     @staticmethod
-    def extracted_sources(db: MetadataStore, source_ids: Sequence[str], version: str) -> set[str]:
-        rows = db.sql("SELECT source_id FROM extractions WHERE version = ? AND source_id IN (SELECT unnest(?))",
-                      [version, list(source_ids)])
+    def extracted_sources(db: MetadataStore, source_ids: Sequence[str], version: str | None = None) -> set[str]:
+        """Which of these documents were extracted by this extractor version (by any, without one)."""
+        by_version, params = (" AND version = ?", [version]) if version else ("", [])
+        rows = db.sql(f"SELECT source_id FROM extractions WHERE source_id IN (SELECT unnest(?)){by_version}",
+                      [list(source_ids), *params])
         return {r[0] for r in rows}
 
     # ---- status ---------------------------------------------------------------------------

@@ -45,12 +45,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         rejected = db.sql("SELECT path, reason FROM rejections WHERE run_id IN (SELECT unnest(?)) ORDER BY path",
                           [report.run_ids])
         new_versions = db.sql("SELECT count(*) FROM sources WHERE run_id IN (SELECT unnest(?))", [report.run_ids])
-        objects = db.sql("SELECT type, count(*) FROM objects WHERE run_id IN (SELECT unnest(?)) GROUP BY type "
-                         "ORDER BY type", [report.run_ids])
+        objects = db.sql("SELECT status = 'superseded', type, count(*) FROM objects WHERE run_id IN (SELECT unnest(?)) "
+                         "GROUP BY ALL ORDER BY ALL", [report.run_ids])
         unchanged = db.sql("SELECT path, arg_max(reason, recorded_at) FROM rejections WHERE path IN (SELECT unnest(?)) "
                            "GROUP BY path ORDER BY path", [report.still_rejected])
+    written = ", ".join(f"{n} {t}" for superseded, t, n in objects if not superseded) or "none"
+    # objects of an older version, or that extracting a document again no longer found
+    superseded = ", ".join(f"{n} {t}" for superseded, t, n in objects if superseded)
     print(f"scanned {report.documents} documents in {settings.kbmd_dir}: {new_versions[0][0]} new versions; "
-          f"objects written: " + (", ".join(f"{n} {t}" for t, n in objects) or "none"))
+          f"objects written: {written}" + (f"; superseded: {superseded}" if superseded else ""))
     for path, reason in rejected:
         print(f"rejected: {path}: {reason}", file=sys.stderr)
     for path, reason in unchanged:

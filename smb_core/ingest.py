@@ -45,6 +45,7 @@ class SourceOutcome:
 class ExtractionSummary:
     documents: int = 0
     skipped: int = 0
+    superseded: int = 0  # objects of documents extracted again that the new extraction did not find
     counts: Counter = field(default_factory=Counter)
     extractors: Counter = field(default_factory=Counter)
     preview: list[str] = field(default_factory=list)
@@ -190,7 +191,8 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
     version = getattr(extractor, "version", extractor.name)
     with bank.reading() as db:
         done = set() if force else bank.extracted_sources(db, source_ids, version)
-    todo = [s for s in source_ids if s not in done]
+        todo = [s for s in source_ids if s not in done]
+        again = bank.extracted_sources(db, todo)  # by an older extractor, or forced: what it no longer finds goes
     summary.skipped = len(source_ids) - len(todo)
     chunk = batch_size * SOURCE_BATCHES_PER_READ
     embedder = single_threaded(bank.embedder)
@@ -214,22 +216,26 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
             if pending is not None:
                 if writing is not None:
                     writing.result()
-                writing = writer.submit(_store_batch, bank, *pending, version, run_id, summary)
+                writing = writer.submit(_store_batch, bank, *pending, version, run_id, again, summary)
             pending = (items, extractions, objects, vectors)
         if writing is not None:
             writing.result()
         if pending is not None:
-            _store_batch(bank, *pending, version, run_id, summary)
+            _store_batch(bank, *pending, version, run_id, again, summary)
     return summary
 
 
 def _store_batch(bank: Bank, items: list[tuple[SourceDocument, str]], extractions: list[Extraction],
-                 objects: list, vectors: Future, version: str, run_id: str | None,
+                 objects: list, vectors: Future, version: str, run_id: str | None, again: set[str],
                  summary: ExtractionSummary) -> None:
-    """Write one extracted batch in one session: objects, edges, document names, extraction records."""
+    """Write one extracted batch in one session: objects, edges, document names, extraction records, and
+    for documents extracted before (`again`), the end of what this extraction no longer finds."""
     rows = vectors.result()  # before taking the lock: other processes wait only for the writes
     with bank.writing():
         bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id, vectors=rows)
+        summary.superseded += bank.supersede_unextracted(
+            {doc.id: {o.id for o in e.objects()} for (doc, _), e in zip(items, extractions) if doc.id in again},
+            version, run_id)
         bank.set_document_names([(doc.id, name, weight) for (doc, text), extraction in zip(items, extractions)
                                  for name, weight in (extraction.names
                                                       or document_names(authored_title(doc, text), None))])

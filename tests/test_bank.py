@@ -313,6 +313,38 @@ def test_a_write_failure_in_the_background_stops_extraction_after_the_batches_be
     assert bank.check_consistency()["consistent"] is True
 
 
+def test_extracting_again_with_a_newer_extractor_supersedes_what_it_no_longer_finds(bank: Bank):
+    """An older extractor read a section heading as a place, the current one does not: extracted again, the
+    document keeps that object superseded (saying why), not active beside the new objects; what an agent
+    wrote about the document is left alone."""
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "vesta.md", "# Vesta Group\n\nVesta Group is a shipping company.\n\n## Background\n\n"
+                                  "Vesta Group started in Oslo in 1999.\n")
+    (outcome,) = ingest_sources(bank, scan(corpus), corpus)
+    source = outcome.source_id
+    assert extract_sources(bank, [source], NLPExtractor(), run_id="run-1").superseded == 0
+    with bank.reading() as db:
+        current = [r[0] for r in db.sql("SELECT id FROM objects WHERE layer = 1")]
+    heading = Entity(id=stable_id("ent", source, "background"), title="Background", entity_kind=EntityKind.PLACE,
+                     source_ids=[source], run_id="run-1")
+    agents = Claim(id="clm-agent", title="Vesta Group owns ships", statement="Vesta Group owns ships.",
+                   subject="Vesta Group", source_ids=[source], run_id="agent:tester")
+    bank.write([heading, agents])
+    with bank.writing() as db:  # as if an older extractor had made them
+        db.con.execute("UPDATE extractions SET version = 'nlp-0'")
+
+    summary = extract_sources(bank, [source], NLPExtractor(), run_id="run-2")
+    assert (summary.documents, summary.superseded) == (1, 1)
+    with bank.reading() as db:
+        found = db.get_objects([heading.id, agents.id, *current])
+    assert found[heading.id].status is Status.SUPERSEDED and found[heading.id].run_id == "run-2"
+    assert found[heading.id].status_reason == f"not extracted again by {NLPExtractor.version}"
+    assert [i for i in [agents.id, *current] if found[i].status is not Status.ACTIVE] == []
+    assert bank.markdown.read(found[heading.id].path()).status is Status.SUPERSEDED
+    assert bank.check_consistency()["consistent"] is True
+    assert extract_sources(bank, [source], NLPExtractor()).skipped == 1
+
+
 # ---- layer 0 is immutable ---------------------------------------------------------------------
 
 

@@ -75,6 +75,13 @@ def test_ingest_then_status_json(tmp_path: Path, capsys):
     (corpus / "empty.md").write_text("# Notes\n\nMara Okafor moved to Porto in 2020.\n")
     code, out, err = _smb(capsys, "ingest", "--source", str(corpus), "--bank", str(bank))
     assert code == 0 and "1 new versions" in out and err == ""
+    assert "superseded" not in out
+
+    # A changed file: what its old version's objects became is said apart from what was written
+    write_doc(corpus, "priya.md", "# Priya Raman\n\nPriya Raman lives in Porto.\n")
+    code, out, err = _smb(capsys, "ingest", "--source", str(corpus), "--bank", str(bank))
+    written, superseded = out.split("objects written: ")[1].splitlines()[0].split("; superseded: ")
+    assert code == 0 and "1 claim" in written.split(", ") and "1 claim" in superseded.split(", "), out
 
 
 def test_ingest_of_a_missing_folder_is_an_error(tmp_path: Path, capsys):

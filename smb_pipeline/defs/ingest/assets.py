@@ -97,6 +97,7 @@ def extracted(context: dg.AssetExecutionContext, bank: MemoryBankResource) -> dg
     return dg.MaterializeResult(metadata={
         "documents": summary.documents,
         "already_extracted": summary.skipped,
+        "superseded_not_found_again": summary.superseded,
         **{f"count_{k}": v for k, v in sorted(summary.counts.items())},
         "extractors": dg.MetadataValue.json(dict(summary.extractors)),
         "preview": dg.MetadataValue.md("\n".join(summary.preview[:PREVIEW_ROWS]) or "_nothing new_"),
