@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from smb_core.extract.base import Extraction, normalise_name
-from smb_core.extract.markdown_text import plain_text
+from smb_core.extract.markdown_text import blocks, plain_text
 from smb_core.extract.nlp import NLPExtractor, defined_acronyms
 from smb_core.model import Claim, EdgeType, Entity, EntityKind, SourceDocument
 
@@ -205,6 +205,20 @@ def test_headings_and_list_items(extraction):
     assert not any(c.statement in ("The Aurora Index", "Indexes") for c in extraction.claims)
     acquired = _claim(extraction, "Lumen Labs acquired Tessellate in 2020.")
     assert TEXT[acquired.source_spans[0].start:].startswith("Lumen Labs acquired")
+
+
+def test_section_headings_give_no_entities_or_concepts():
+    # spaCy alone on a heading word read "Background" as a place in thousands of generated documents
+    text = ("# Vesta Group\n\nVesta Group is a shipping company.\n\n## Background\n\n"
+            "Vesta Group started in Oslo in 1999.\n\n## Fleet Expansion\n\nThe company bought ships.\n")
+    assert [b.level for b in blocks(text)] == [1, 0, 2, 0, 2, 0]
+    extraction = NLPExtractor().extract(_doc(text, "Vesta Group", "src-vesta"), text)
+    entities = {e.title for e in extraction.entities}
+    assert {"Vesta Group", "Oslo"} <= entities and "Background" not in entities, entities
+    concepts = {c.title.lower() for c in extraction.concepts}
+    assert "company" in concepts and not {"background", "fleet expansion", "expansion"} & concepts, concepts
+    body = text.index("## Background")
+    assert all(not body <= s.start < body + len("## Background") for o in extraction.objects() for s in o.source_spans)
 
 
 def test_relationships_use_only_allowed_edge_types_and_link_extracted_entities(extraction):

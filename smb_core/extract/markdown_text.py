@@ -23,7 +23,16 @@ class Block:
 
     start: int
     text: str
-    heading: bool
+    level: int = 0  # a heading's level (the number of `#`), 0 for any other block
+
+    @property
+    def heading(self) -> bool:
+        return self.level > 0
+
+    @property
+    def section_heading(self) -> bool:
+        """A `##` heading or deeper: the structure of the document (Background, See also), not its title."""
+        return self.level > 1
 
 
 def _blank(match: re.Match) -> str:
@@ -60,7 +69,7 @@ def blocks(text: str) -> list[Block]:
     plain = plain_text(text)
     result: list[Block] = []
     line_start = 0
-    current_start, current_lines, current_heading = None, [], False
+    current_start, current_lines, current_level = None, [], 0
 
     def flush() -> None:
         nonlocal current_start, current_lines
@@ -69,7 +78,7 @@ def blocks(text: str) -> list[Block]:
             stripped = chunk.strip()
             if stripped:
                 lead = len(chunk) - len(chunk.lstrip())
-                result.append(Block(current_start + lead, stripped, current_heading))
+                result.append(Block(current_start + lead, stripped, current_level))
         current_start, current_lines = None, []
 
     for raw, line in zip(text.split("\n"), plain.split("\n")):
@@ -80,7 +89,7 @@ def blocks(text: str) -> list[Block]:
             flush()
         if line.strip():
             if current_start is None:
-                current_start, current_heading = line_start, is_heading
+                current_start, current_level = line_start, len(stripped) - len(stripped.lstrip("#"))
             current_lines.append(line)
             if is_heading:
                 flush()

@@ -4,6 +4,8 @@
   (its `#` heading) is also an entity, the subject the document is about. An acronym the document
   defines ("the Tellmark Wind Consortium (TWC)") is another name of that entity, not a second one.
 - Concepts: noun phrases headed by a common noun, lemmatised so "vector indexes" = "vector index".
+- Section headings (`##` and deeper) give neither: they are the document's structure, and their names
+  recur in the section's text.
 - Claims: sentences with a finite verb and a subject; a pronoun subject is resolved to the last
   person named before it, or to the document's subject.
 - Relationships: from a claim's subject entity to each other entity in the sentence, typed by the
@@ -82,7 +84,7 @@ def load_spacy():
 class NLPExtractor:
     name = "nlp"
     #: Bump when extraction rules change, so already extracted versions are extracted again.
-    version = "nlp-4"
+    version = "nlp-5"
 
     def extract(self, doc: SourceDocument, text: str) -> Extraction:
         return self.extract_many([(doc, text)])[0]
@@ -90,7 +92,10 @@ class NLPExtractor:
     def extract_many(self, items: list[tuple[SourceDocument, str]], batch_size: int = 64) -> list[Extraction]:
         """Extract several documents at once (spaCy is much faster on batches)."""
         nlp = load_spacy()
-        plan = [(i, block) for i, (_, text) in enumerate(items) for block in blocks(text)]
+        # Section headings (`##` and deeper) are left out: alone, without a sentence around it, spaCy reads a
+        # heading word as a name ("Background" a place in thousands of documents, a hub joining them all),
+        # and what a heading names, its section's text names again.
+        plan = [(i, block) for i, (_, text) in enumerate(items) for block in blocks(text) if not block.section_heading]
         parsed = nlp.pipe((block.text for _, block in plan), batch_size=batch_size, disable=["lemmatizer"])
         per_doc: list[list] = [[] for _ in items]
         for (i, block), spacy_doc in zip(plan, parsed):
