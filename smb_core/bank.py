@@ -270,10 +270,12 @@ class Bank:
             return len(objects)
 
     def _supersede(self, db: MetadataStore, objects: list[MemoryObject], run_id: str | None, reason: str = "") -> None:
+        """Superseded, not deleted: each keeps its file and row; a relationship stops being an edge of the graph."""
         for obj in objects:
             obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
             obj.status_reason = reason or obj.status_reason
         self._store_objects(db, objects)
+        self.remove_edges([(e.head, e.tail, e.id) for e in _relationship_edges(objects)])
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
               vectors: Mapping[str, np.ndarray] | None = None) -> None:

@@ -327,17 +327,23 @@ def test_extracting_again_with_a_newer_extractor_supersedes_what_it_no_longer_fi
         current = [r[0] for r in db.sql("SELECT id FROM objects WHERE layer = 1")]
     heading = Entity(id=stable_id("ent", source, "background"), title="Background", entity_kind=EntityKind.PLACE,
                      source_ids=[source], run_id="run-1")
+    vesta = next(i for i in current if i.startswith("ent-"))
+    located = Relationship(id=stable_id("rel", source, "background"), title="Vesta Group located in Background",
+                           head=vesta, tail=heading.id, edge_type="related_to", source_ids=[source], run_id="run-1")
     agents = Claim(id="clm-agent", title="Vesta Group owns ships", statement="Vesta Group owns ships.",
                    subject="Vesta Group", source_ids=[source], run_id="agent:tester")
-    bank.write([heading, agents])
+    bank.write([heading, located, agents])
+    assert bank.graph.ensure_loaded().has_edge(vesta, heading.id, located.id)
     with bank.writing() as db:  # as if an older extractor had made them
         db.con.execute("UPDATE extractions SET version = 'nlp-0'")
 
     summary = extract_sources(bank, [source], NLPExtractor(), run_id="run-2")
-    assert (summary.documents, summary.superseded) == (1, 1)
+    assert (summary.documents, summary.superseded) == (1, 2)
     with bank.reading() as db:
-        found = db.get_objects([heading.id, agents.id, *current])
+        found = db.get_objects([heading.id, located.id, agents.id, *current])
     assert found[heading.id].status is Status.SUPERSEDED and found[heading.id].run_id == "run-2"
+    assert found[located.id].status is Status.SUPERSEDED  # and no longer an edge of the graph:
+    assert not bank.graph.ensure_loaded().has_edge(vesta, heading.id, located.id)
     assert found[heading.id].status_reason == f"not extracted again by {NLPExtractor.version}"
     assert [i for i in [agents.id, *current] if found[i].status is not Status.ACTIVE] == []
     assert bank.markdown.read(found[heading.id].path()).status is Status.SUPERSEDED
@@ -465,6 +471,8 @@ def test_a_changed_file_becomes_version_two_and_version_one_is_kept_superseded(b
     assert bank.vectors.existing(sorted(keys)) == keys
     graph = bank.graph.ensure_loaded()
     assert {graph.nodes[i]["status"] for i, o in old.items() if o.graph_node_id} == {"superseded"}
+    old_relationships = [o for o in old.values() if isinstance(o, Relationship)]
+    assert old_relationships and not any(graph.has_edge(o.head, o.tail, o.id) for o in old_relationships)
 
     new = _objects_of(bank, second.source_id)
     assert len(new) == sum(summary2.counts.values()) > 0
