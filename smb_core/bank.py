@@ -22,7 +22,7 @@ from smb_core.bank_check import SHOWN, check_whole_bank
 from smb_core.embed import Embedder, embedder_name, get_embedder
 from smb_core.fsutil import atomic_write_text
 from smb_core.locking import BankLock
-from smb_core.model import Edge, MemoryObject, SourceDocument, Status, utcnow
+from smb_core.model import Edge, MemoryObject, SourceDocument, Status, model_for, utcnow
 from smb_core.recall.lexical import term_counts
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import GraphStore
@@ -43,6 +43,8 @@ NEAREST_BLOCK = 2_000
 EXPANSION_CACHE_SIZE = 50_000
 #: The bank's DuckDB file, inside its folder.
 DB_FILE = "metadata.duckdb"
+#: What evolution sets on a layer-1 object, which extracting its document again keeps.
+EVOLVED_FIELDS = ("status", "status_reason", "merged_into", "confidence", "reinforced_at", "disputed_by", "created")
 #: Banks whose vector collection this process has checked for the per-object layout of older versions.
 _VECTORS_CHECKED: set[Path] = set()
 
@@ -254,20 +256,32 @@ class Bank:
             self._supersede(db, objects, run_id)
             return len(objects)
 
-    def supersede_unextracted(self, extracted: Mapping[str, set[str]], version: str, run_id: str | None) -> int:
-        """Documents extracted again ({source id: the ids that extraction found}; by a newer extractor, say)
-        have what it found upserted; their active layer-1 objects it no longer finds (a section heading
-        read as a name, say) are superseded here, never deleted. What an agent wrote or changed (its run
-        is `agent:...`) is left alone."""
-        if not extracted:
+    def reconcile_extraction(self, found: Mapping[str, Sequence[MemoryObject]], version: str,
+                             run_id: str | None) -> int:
+        """Before documents extracted again ({source id: the objects that extraction found}; by a newer
+        extractor, say) are written: an object found again keeps what evolution set on it (merged into a
+        canonical object, its confidence, disputes), so that extracting again refreshes what was read from
+        the text and undoes no merge; one superseded before is active again. Active objects no longer found
+        (a section heading read as a name, say) are superseded, never deleted. What an agent wrote or
+        changed (its run is `agent:...`) stays as the agent left it. Returns how many were superseded."""
+        if not found:
             return 0
         with self.writing() as db:
-            found, params = indexed_objects("source", list(extracted), "id, source, layer, status, run_id, source_ids")
-            rows = db.sql(f"SELECT id, source FROM {found} WHERE layer = 1 AND status = 'active' "
-                          "AND len(source_ids) = 1 AND NOT starts_with(coalesce(run_id, ''), 'agent:')", params)
-            objects = list(db.get_objects([i for i, source in rows if i not in extracted[source]]).values())
-            self._supersede(db, objects, run_id, reason=f"not extracted again by {version}")
-            return len(objects)
+            where, params = indexed_objects("source", list(found), "id, type, data, layer, run_id")
+            rows = db.sql(f"SELECT id, type, data, run_id FROM {where} WHERE layer = 1", params)
+            stored = {i: (model_for(t).model_validate_json(data), run) for i, t, data, run in rows}
+            for obj in (o for objects in found.values() for o in objects):
+                old, run = stored.pop(obj.id, (None, None))
+                if old is None or old.status is Status.SUPERSEDED:
+                    continue
+                agents = (run or "").startswith("agent:")  # kept whole, as the agent left it
+                for name in type(obj).model_fields if agents else EVOLVED_FIELDS:
+                    if name in type(obj).model_fields:
+                        setattr(obj, name, getattr(old, name))
+            gone = [old for old, run in stored.values() if old.status is Status.ACTIVE
+                    and len(old.source_ids) == 1 and not (run or "").startswith("agent:")]
+            self._supersede(db, gone, run_id, reason=f"not extracted again by {version}")
+            return len(gone)
 
     def _supersede(self, db: MetadataStore, objects: list[MemoryObject], run_id: str | None, reason: str = "") -> None:
         """Superseded, not deleted: each keeps its file and row; a relationship stops being an edge of the graph."""

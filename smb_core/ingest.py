@@ -192,7 +192,7 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
     with bank.reading() as db:
         done = set() if force else bank.extracted_sources(db, source_ids, version)
         todo = [s for s in source_ids if s not in done]
-        again = bank.extracted_sources(db, todo)  # by an older extractor, or forced: what it no longer finds goes
+        again = bank.extracted_sources(db, todo)  # before: by an older extractor, or `force`
     summary.skipped = len(source_ids) - len(todo)
     chunk = batch_size * SOURCE_BATCHES_PER_READ
     embedder = single_threaded(bank.embedder)
@@ -228,14 +228,13 @@ def extract_sources(bank: Bank, source_ids: list[str], extractor: Extractor, run
 def _store_batch(bank: Bank, items: list[tuple[SourceDocument, str]], extractions: list[Extraction],
                  objects: list, vectors: Future, version: str, run_id: str | None, again: set[str],
                  summary: ExtractionSummary) -> None:
-    """Write one extracted batch in one session: objects, edges, document names, extraction records, and
-    for documents extracted before (`again`), the end of what this extraction no longer finds."""
+    """Write one extracted batch in one session: objects, edges, document names, extraction records.
+    Documents extracted before (`again`) are reconciled with what they had first (`reconcile_extraction`)."""
     rows = vectors.result()  # before taking the lock: other processes wait only for the writes
     with bank.writing():
+        summary.superseded += bank.reconcile_extraction(
+            {doc.id: e.objects() for (doc, _), e in zip(items, extractions) if doc.id in again}, version, run_id)
         bank.write(objects, [edge for e in extractions for edge in e.edges], run_id=run_id, vectors=rows)
-        summary.superseded += bank.supersede_unextracted(
-            {doc.id: {o.id for o in e.objects()} for (doc, _), e in zip(items, extractions) if doc.id in again},
-            version, run_id)
         bank.set_document_names([(doc.id, name, weight) for (doc, text), extraction in zip(items, extractions)
                                  for name, weight in (extraction.names
                                                       or document_names(authored_title(doc, text), None))])

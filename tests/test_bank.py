@@ -17,8 +17,8 @@ from smb_core.extract.nlp import NLPExtractor
 from smb_core.ingest import extract_sources, ingest_sources
 from smb_core.integrity import front_matter_errors, layer0_hash_mismatches, objects_of_run
 from smb_core.model import (
-    Claim, Concept, Edge, EdgeType, Entity, EntityKind, Insight, Relationship, SourceDocument, SourceSpan, Status,
-    from_markdown, stable_id,
+    CanonicalEntity, Claim, Concept, Edge, EdgeType, Entity, EntityKind, Insight, Relationship, SourceDocument,
+    SourceSpan, Status, from_markdown, stable_id,
 )
 from smb_core.settings import Settings
 from smb_core.stores import metadata
@@ -349,6 +349,39 @@ def test_extracting_again_with_a_newer_extractor_supersedes_what_it_no_longer_fi
     assert bank.markdown.read(found[heading.id].path()).status is Status.SUPERSEDED
     assert bank.check_consistency()["consistent"] is True
     assert extract_sources(bank, [source], NLPExtractor()).skipped == 1
+
+
+def test_extracting_again_keeps_what_evolution_set_on_the_objects_found_again(bank: Bank):
+    """A newer extractor refreshes what was read from the text; it must not undo merges. Before, every
+    merged member came back active (with no `merged_into`), and the next cycle's checks failed."""
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "vesta.md", "# Vesta Group\n\nVesta Group is a shipping company in Oslo.\n")
+    (outcome,) = ingest_sources(bank, scan(corpus), corpus)
+    extract_sources(bank, [outcome.source_id], NLPExtractor(), run_id="run-1")
+    with bank.reading() as db:
+        objects = db.get_objects([r[0] for r in db.sql("SELECT id FROM objects WHERE layer = 1")])
+    oslo = next(o for o in objects.values() if o.title == "Oslo")
+    claim = next(o for o in objects.values() if isinstance(o, Claim))
+    canonical = CanonicalEntity(id="cen-oslo", title="Oslo", entity_kind=EntityKind.PLACE, members=[oslo.id],
+                                source_ids=[outcome.source_id])
+    bank.write([canonical])
+    oslo.status, oslo.merged_into, oslo.status_reason = Status.MERGED, canonical.id, "merged into cen-oslo"
+    claim.confidence, claim.disputed_by = 0.91, ["ctr-somewhere"]
+    vesta = next(o for o in objects.values() if o.title == "Vesta Group")
+    vesta.description, vesta.run_id = "A shipping company (the agent's words).", "agent:tester"
+    bank.update_objects([oslo, claim, vesta])
+    with bank.writing() as db:  # as if an older extractor had made them
+        db.con.execute("UPDATE extractions SET version = 'nlp-0'")
+
+    summary = extract_sources(bank, [outcome.source_id], NLPExtractor(), run_id="run-2")
+    assert (summary.documents, summary.superseded) == (1, 0)
+    with bank.reading() as db:
+        again = db.get_objects(list(objects))
+    assert (again[oslo.id].status, again[oslo.id].merged_into) == (Status.MERGED, canonical.id)
+    assert (again[claim.id].confidence, again[claim.id].disputed_by) == (0.91, ["ctr-somewhere"])
+    assert again[claim.id].created == objects[claim.id].created and again[claim.id].run_id == "run-2"
+    assert again[vesta.id].model_dump() == vesta.model_dump()  # what an agent changed stays as it left it
+    assert {o.status for i, o in again.items() if i != oslo.id} == {Status.ACTIVE}
 
 
 # ---- layer 0 is immutable ---------------------------------------------------------------------

@@ -447,6 +447,27 @@ def test_rerunning_a_merge_changes_nothing(evolved) -> None:
     assert after["types"] == before["types"] and after["consistent"]
 
 
+def test_extracting_an_evolved_bank_again_with_a_newer_extractor_undoes_no_merge(evolved) -> None:
+    """A newer extractor version makes `smb ingest` extract every document again. Before, that upserted
+    every merged member as active again, without its pointer: the next cycle's checks failed."""
+    bank, result = evolved
+    assert result.merged_members > 0 and member_list_mismatches(bank) == []
+    with bank.reading() as db:
+        before = dict(db.sql("SELECT id, status FROM objects WHERE layer = 1"))
+        sources = [r[0] for r in db.sql("SELECT id FROM sources")]
+        db_version = db.sql("SELECT any_value(version) FROM extractions")[0][0]
+    with bank.writing() as db:
+        db.con.execute("UPDATE extractions SET version = 'nlp-0'")
+    summary = extract_sources(bank, sources, get_extractor(bank.settings), "run-2")
+    assert (summary.documents, summary.superseded) == (len(DOCS), 0)
+    with bank.reading() as db:
+        after = dict(db.sql("SELECT id, status FROM objects WHERE layer = 1"))
+        assert db.sql("SELECT DISTINCT version FROM extractions") == [(db_version,)]
+    assert after == before and "merged" in after.values()
+    assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == []
+    assert bank.check_consistency()["consistent"] is True
+
+
 def test_undo_merge_restores_members_and_edges(evolved) -> None:
     bank, result = evolved
     canonical = next(c for c in canonical_objects(bank, result) if c.type.value == "canonical_entity")
