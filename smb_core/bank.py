@@ -261,18 +261,22 @@ class Bank:
         """Before documents extracted again ({source id: the objects that extraction found}; by a newer
         extractor, say) are written: an object found again keeps what evolution set on it (merged into a
         canonical object, its confidence, disputes), so that extracting again refreshes what was read from
-        the text and undoes no merge; one superseded before is active again. Active objects no longer found
-        (a section heading read as a name, say) are superseded, never deleted. What an agent wrote or
-        changed (its run is `agent:...`) stays as the agent left it. Returns how many were superseded."""
+        the text and undoes no merge. What it finds first (or again after it was superseded) waits in
+        `cycle_objects` for the next evolution cycle, which takes in document versions, and this is none.
+        Active objects no longer found (a section heading read as a name, say) are superseded, never
+        deleted. What an agent wrote or changed (its run is `agent:...`) stays as the agent left it.
+        Returns how many were superseded."""
         if not found:
             return 0
         with self.writing() as db:
             where, params = indexed_objects("source", list(found), "id, type, data, layer, run_id")
             rows = db.sql(f"SELECT id, type, data, run_id FROM {where} WHERE layer = 1", params)
             stored = {i: (model_for(t).model_validate_json(data), run) for i, t, data, run in rows}
+            first_found = []  # new to the bank: the next evolution cycle takes them in (`new_object_ids`)
             for obj in (o for objects in found.values() for o in objects):
                 old, run = stored.pop(obj.id, (None, None))
                 if old is None or old.status is Status.SUPERSEDED:
+                    first_found.append((None, obj.id))
                     continue
                 agents = (run or "").startswith("agent:")  # kept whole, as the agent left it
                 for name in type(obj).model_fields if agents else EVOLVED_FIELDS:
@@ -281,6 +285,7 @@ class Bank:
             gone = [old for old, run in stored.values() if old.status is Status.ACTIVE
                     and len(old.source_ids) == 1 and not (run or "").startswith("agent:")]
             self._supersede(db, gone, run_id, reason=f"not extracted again by {version}")
+            db.insert_rows("cycle_objects", ["cycle", "object_id"], first_found)
             return len(gone)
 
     def _supersede(self, db: MetadataStore, objects: list[MemoryObject], run_id: str | None, reason: str = "") -> None:

@@ -12,9 +12,10 @@ from smb_core.bank import Bank
 from smb_core.corpus import scan
 from smb_core.evolve import merge, semantic, split, taxonomy
 from smb_core.evolve.contexts import context_vectors
-from smb_core.evolve.cycle import (finish_layer, new_object_ids, next_cycle_key, open_cycle, pending_source_count,
-                                   retire_stale)
+from smb_core.evolve.cycle import (finish_cycle, finish_layer, new_object_ids, next_cycle_key, open_cycle,
+                                   pending_source_count, retire_stale)
 from smb_core.extract.base import blocking_keys, partner_keys
+from smb_core.extract.nlp import NLPExtractor
 from smb_core.ingest import extract_sources, get_extractor, ingest_sources
 from smb_core.integrity import dangling_references, member_list_mismatches, unresolved_merges
 from smb_core.model import CanonicalConcept, Claim, Community, Concept, Entity, EntityKind, Status, stable_id
@@ -466,6 +467,49 @@ def test_extracting_an_evolved_bank_again_with_a_newer_extractor_undoes_no_merge
     assert after == before and "merged" in after.values()
     assert member_list_mismatches(bank) == [] and unresolved_merges(bank) == []
     assert bank.check_consistency()["consistent"] is True
+
+
+class _OlderExtractor(NLPExtractor):
+    """An older extractor version, which missed Mara Okafor in the funding document (and her claim there)."""
+
+    version = "nlp-older"
+
+    def extract_many(self, items, batch_size: int = 64):
+        out = super().extract_many(items, batch_size)
+        for (doc, _), extraction in zip(items, out):
+            if doc.path == "labs-funding.md":
+                extraction.entities = [e for e in extraction.entities if e.title != "Mara Okafor"]
+                extraction.claims = [c for c in extraction.claims if not c.statement.startswith("Mara Okafor")]
+        return out
+
+
+def test_what_extracting_a_document_again_finds_first_is_new_to_the_next_cycle_only(bank: Bank, settings) -> None:
+    """Cycles take in document versions, and extracting one again (a newer extractor) makes no new version:
+    what it finds first must still reach a cycle, or it would never be merged or checked for contradictions."""
+    for name, text in DOCS.items():
+        write_doc(settings.kbmd_dir, name, text)
+    outcomes = ingest_sources(bank, scan(settings.kbmd_dir), settings.kbmd_dir, run_id="test")
+    sources = [o.source_id for o in outcomes]
+    extract_sources(bank, sources, _OlderExtractor(), "run-0")
+    cycle = open_cycle(bank, "cycle-00001", "run-1")
+    merge.merge(bank, cycle, new_object_ids(bank, cycle, ("entity", "concept")))
+    finish_cycle(bank, cycle)
+
+    extract_sources(bank, sources, NLPExtractor(), "run-2")
+    (funding,) = [o.source_id for o in outcomes if o.path == "labs-funding.md"]
+    with bank.reading() as db:
+        okafor, led = (db.sql(f"SELECT id FROM objects WHERE source = ? AND {where}", [funding])[0][0]
+                       for where in ("type = 'entity' AND title = 'Mara Okafor'",
+                                     "type = 'claim' AND text LIKE 'Mara Okafor led%'"))
+    cycle = open_cycle(bank, "cycle-00002", "run-3")
+    assert cycle.source_ids == []  # no new document version ...
+    assert new_object_ids(bank, cycle, ("entity", "concept")) == [okafor]  # ... yet objects new to the bank
+    assert new_object_ids(bank, cycle, ("claim",)) == [led]
+    assert merge.merge(bank, cycle, [okafor]).merged_members == 2  # Dr. Mara Okafor's document and this one
+    finish_cycle(bank, cycle)
+    assert new_object_ids(bank, open_cycle(bank, "cycle-00003", "run-4"), ("claim",)) == []  # taken in once
+    assert open_cycle(bank, "cycle-00002", "run-3").key == "cycle-00002"
+    assert new_object_ids(bank, open_cycle(bank, "cycle-00002", "run-3"), ("claim",)) == [led]  # a re-run: the same
 
 
 def test_undo_merge_restores_members_and_edges(evolved) -> None:

@@ -93,6 +93,7 @@ def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
                        [key, number, run_id, utcnow(), global_passes])
         db.insert_rows("cycle_sources", ["cycle", "source_id", "partition_key", "sha256"],
                        [(key, *r) for r in rows])
+        db.con.execute("UPDATE cycle_objects SET cycle = ? WHERE cycle IS NULL", [key])
         return Cycle(key, run_id, [r[0] for r in rows], number, global_passes=global_passes)
 
 
@@ -157,13 +158,15 @@ def sources_since_global_passes(bank: Bank, cycle: Cycle) -> list[str]:
 def new_object_ids(bank: Bank, cycle: Cycle, types: tuple[str, ...]) -> list[str]:
     """Active objects of the given (layer-1) types extracted from the documents this cycle consumed.
     Such an object comes from one document, its `source`, looked up in that column's index (`lookups`):
-    an incremental cycle's few documents cost the same in any bank."""
-    if not cycle.source_ids:
-        return []
+    an incremental cycle's few documents cost the same in any bank. Also those this cycle took in from
+    `cycle_objects`: found first when a document consumed before was extracted again."""
     with bank.reading() as db:
         rows = looked_up_rows(db, "objects", "source", cycle.source_ids, "id, type, status", "id, type",
-                              "status = 'active'")
-    return sorted(i for i, kind in rows if kind in types)
+                              "status = 'active'") if cycle.source_ids else []
+        if db.has_column("cycle_objects", "object_id"):  # a bank last written before it existed has none
+            rows += db.sql("SELECT o.id, o.type FROM cycle_objects c JOIN objects o ON o.id = c.object_id "
+                           "WHERE c.cycle = ? AND o.status = 'active'", [cycle.key])
+    return sorted({i for i, kind in rows if kind in types})
 
 
 def batches_by_weight(weighted: Iterable[tuple[str, int]], limit: int) -> list[list[str]]:

@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS cycle_layers (
 CREATE TABLE IF NOT EXISTS cycle_sources (
     cycle VARCHAR NOT NULL, source_id VARCHAR NOT NULL, partition_key VARCHAR, sha256 VARCHAR
 );
+-- objects a document consumed before gained when extracted again; `cycle` is NULL until one takes them in
+CREATE TABLE IF NOT EXISTS cycle_objects (cycle VARCHAR, object_id VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS merges (
     cycle VARCHAR, survivor VARCHAR NOT NULL, member VARCHAR NOT NULL, score DOUBLE, signals JSON,
     redirected_edges JSON, undone BOOLEAN DEFAULT false, recorded_at TIMESTAMPTZ DEFAULT now()
