@@ -262,7 +262,7 @@ class Bank:
         extractor, say) are written: an object found again keeps what evolution set on it (merged into a
         canonical object, its confidence, disputes), so that extracting again refreshes what was read from
         the text and undoes no merge. What it finds first (or again after it was superseded) waits in
-        `cycle_objects` for the next evolution cycle, which takes in document versions, and this is none.
+        `cycle_objects` for the next evolution cycle (cycles take in new document versions: this is none).
         Active objects no longer found (a section heading read as a name, say) are superseded, never
         deleted. What an agent wrote or changed (its run is `agent:...`) stays as the agent left it.
         Returns how many were superseded."""
