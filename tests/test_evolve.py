@@ -497,6 +497,7 @@ def test_what_extracting_a_document_again_finds_first_is_new_to_the_next_cycle_o
 
     extract_sources(bank, sources, NLPExtractor(), "run-2")
     (funding,) = [o.source_id for o in outcomes if o.path == "labs-funding.md"]
+    assert pending_source_count(bank) == 1  # the document whose objects wait: what starts an early cycle
     with bank.reading() as db:
         okafor, led = (db.sql(f"SELECT id FROM objects WHERE source = ? AND {where}", [funding])[0][0]
                        for where in ("type = 'entity' AND title = 'Mara Okafor'",
@@ -507,6 +508,7 @@ def test_what_extracting_a_document_again_finds_first_is_new_to_the_next_cycle_o
     assert new_object_ids(bank, cycle, ("claim",)) == [led]
     assert merge.merge(bank, cycle, [okafor]).merged_members == 2  # Dr. Mara Okafor's document and this one
     finish_cycle(bank, cycle)
+    assert pending_source_count(bank) == 0
     assert new_object_ids(bank, open_cycle(bank, "cycle-00003", "run-4"), ("claim",)) == []  # taken in once
     assert open_cycle(bank, "cycle-00002", "run-3").key == "cycle-00002"
     assert new_object_ids(bank, open_cycle(bank, "cycle-00002", "run-3"), ("claim",)) == [led]  # a re-run: the same

@@ -67,10 +67,13 @@ def next_cycle_key(bank: Bank) -> str:
 
 
 def pending_source_count(bank: Bank) -> int:
-    """Active layer-0 versions that no cycle has consumed yet (what triggers an early cycle)."""
+    """Documents awaiting a cycle (what triggers an early one): active layer-0 versions that no cycle has
+    consumed yet, and documents extracted again whose newly found objects no cycle has taken in."""
     with bank.reading() as db:
-        return db.sql("SELECT count(*) FROM sources WHERE status = 'active' "
-                      "AND id NOT IN (SELECT source_id FROM cycle_sources)")[0][0]
+        waiting = ("UNION SELECT o.source FROM cycle_objects c JOIN objects o ON o.id = c.object_id "
+                   "WHERE c.cycle IS NULL AND o.status = 'active'") if db.has_column("cycle_objects", "cycle") else ""
+        return db.sql("SELECT count(*) FROM (SELECT id FROM sources WHERE status = 'active' "
+                      f"AND id NOT IN (SELECT source_id FROM cycle_sources) {waiting})")[0][0]
 
 
 def open_cycle(bank: Bank, key: str, run_id: str | None) -> Cycle:
