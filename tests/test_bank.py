@@ -327,13 +327,13 @@ def test_extracting_again_with_a_newer_extractor_supersedes_what_it_no_longer_fi
         current = [r[0] for r in db.sql("SELECT id FROM objects WHERE layer = 1")]
     heading = Entity(id=stable_id("ent", source, "background"), title="Background", entity_kind=EntityKind.PLACE,
                      source_ids=[source], run_id="run-1")
-    vesta = next(i for i in current if i.startswith("ent-"))
+    named = next(i for i in current if i.startswith("ent-"))
     located = Relationship(id=stable_id("rel", source, "background"), title="Vesta Group located in Background",
-                           head=vesta, tail=heading.id, edge_type="related_to", source_ids=[source], run_id="run-1")
+                           head=named, tail=heading.id, edge_type="related_to", source_ids=[source], run_id="run-1")
     agents = Claim(id="clm-agent", title="Vesta Group owns ships", statement="Vesta Group owns ships.",
                    subject="Vesta Group", source_ids=[source], run_id="agent:tester")
     bank.write([heading, located, agents])
-    assert bank.graph.ensure_loaded().has_edge(vesta, heading.id, located.id)
+    assert bank.graph.ensure_loaded().has_edge(named, heading.id, located.id)
     with bank.writing() as db:  # as if an older extractor had made them
         db.con.execute("UPDATE extractions SET version = 'nlp-0'")
 
@@ -343,7 +343,7 @@ def test_extracting_again_with_a_newer_extractor_supersedes_what_it_no_longer_fi
         found = db.get_objects([heading.id, located.id, agents.id, *current])
     assert found[heading.id].status is Status.SUPERSEDED and found[heading.id].run_id == "run-2"
     assert found[located.id].status is Status.SUPERSEDED  # and no longer an edge of the graph:
-    assert not bank.graph.ensure_loaded().has_edge(vesta, heading.id, located.id)
+    assert not bank.graph.ensure_loaded().has_edge(named, heading.id, located.id)
     assert found[heading.id].status_reason == f"not extracted again by {NLPExtractor.version}"
     assert [i for i in [agents.id, *current] if found[i].status is not Status.ACTIVE] == []
     assert bank.markdown.read(found[heading.id].path()).status is Status.SUPERSEDED

@@ -217,8 +217,9 @@ def test_section_headings_give_no_entities_or_concepts():
     assert {"Vesta Group", "Oslo"} <= entities and "Background" not in entities, entities
     concepts = {c.title.lower() for c in extraction.concepts}
     assert "company" in concepts and not {"background", "fleet expansion", "expansion"} & concepts, concepts
-    body = text.index("## Background")
-    assert all(not body <= s.start < body + len("## Background") for o in extraction.objects() for s in o.source_spans)
+    heading = text.index("## Background")
+    assert all(not heading <= s.start < heading + len("## Background")
+               for o in extraction.objects() for s in o.source_spans)
 
 
 def test_relationships_use_only_allowed_edge_types_and_link_extracted_entities(extraction):
