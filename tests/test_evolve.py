@@ -513,6 +513,33 @@ def test_what_extracting_a_document_again_finds_first_is_new_to_the_next_cycle_o
     assert new_object_ids(bank, open_cycle(bank, "cycle-00002", "run-3"), ("claim",)) == [led]  # a re-run: the same
 
 
+def test_a_canonical_object_no_active_document_names_any_more_is_superseded_with_its_members(evolved) -> None:
+    """Both documents naming Mara Okafor change and no longer name her: the old versions' objects are
+    superseded, and so, at the next global passes, is the canonical object they had been merged into."""
+    bank, _ = evolved
+    finish_cycle(bank, open_cycle(bank, "cycle-00001", "run-1"))
+    with bank.reading() as db:
+        titles = dict(db.sql("SELECT title, id FROM objects WHERE type = 'canonical_entity' AND status = 'active'"))
+    okafor, lumen = titles["Mara Okafor"], titles["Lumen Laboratories"]
+    corpus = bank.settings.kbmd_dir
+    write_doc(corpus, "labs-history.md", "# Lumen Labs history\n\nLumen Labs builds Lumen DB in Lisbon.\n")
+    write_doc(corpus, "labs-funding.md", "# Funding\n\nLumen Laboratories raised a seed round in 2018.\n")
+    _ingest(bank, corpus)
+
+    cycle = open_cycle(bank, "cycle-00002", "run-2")
+    assert cycle.global_passes and len(cycle.source_ids) == 2
+    result = semantic.run(bank, cycle)
+    assert result.counts["canonical_no_longer_named"] == 1
+    with bank.reading() as db:
+        found = db.get_objects([okafor, lumen])
+        members = db.get_objects(found[okafor].members)
+    assert found[okafor].status is Status.SUPERSEDED and "no active document names it" in found[okafor].status_reason
+    assert len(members) == 2 and {m.status for m in members.values()} == {Status.SUPERSEDED}
+    assert found[lumen].status is Status.ACTIVE  # the new versions still name it
+    assert unresolved_merges(bank) == [] and member_list_mismatches(bank) == []
+    assert bank.check_consistency()["consistent"] is True
+
+
 def test_undo_merge_restores_members_and_edges(evolved) -> None:
     bank, result = evolved
     canonical = next(c for c in canonical_objects(bank, result) if c.type.value == "canonical_entity")

@@ -780,6 +780,34 @@ def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
     return len(canonical)
 
 
+#: SQL: active canonical entities and concepts none of whose members comes from an active document version.
+_UNSUPPORTED = """
+WITH listed AS (
+    SELECT id AS canonical, unnest(CAST(json_extract(data, '$.members') AS VARCHAR[])) AS member
+    FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept')
+)
+SELECT DISTINCT canonical FROM listed EXCEPT
+SELECT l.canonical FROM listed l JOIN objects m ON m.id = l.member JOIN sources s ON s.id = m.source
+WHERE s.status = 'active'
+ORDER BY 1
+"""
+
+
+def retire_unsupported(bank: Bank, cycle: Cycle) -> int:
+    """Canonical objects that no active document names any more (every member's document has changed
+    since, and its new version does not name the thing) are superseded with their members, never deleted;
+    a new version's mention had stayed merged into them for ever. Run with the global passes (it reads
+    every member list); returns the canonical objects retired."""
+    with bank.reading() as db:
+        canonical = db.get_objects([r[0] for r in db.sql(_UNSUPPORTED)])
+        members = db.get_objects(sorted({m for c in canonical.values() for m in c.members}))
+    reason = f"no active document names it any more ({cycle.key})"
+    for obj in [*canonical.values(), *members.values()]:
+        obj.status, obj.status_reason, obj.run_id = Status.SUPERSEDED, reason, cycle.run_id
+    bank.update_objects([*canonical.values(), *members.values()])
+    return len(canonical)
+
+
 def repoint_absorbed(bank: Bank, cycle: Cycle) -> int:
     """Point every absorbed canonical object at the active one its chain of absorptions ends in; returns
     objects repointed. A absorbed into B, then B into C (a later chunk or cycle), left A pointing at B,

@@ -24,9 +24,10 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
         bank.update_objects(updated)
         subs += made[:6 - len(subs)]
         split_heads, senses = split_heads + len({e.head for e in split_edges}), senses + len(made)
-    kinds, clusters, found, retired, repaired = [], [], [], 0, 0
+    kinds, clusters, found, retired, repaired, unsupported = [], [], [], 0, 0, 0
     if cycle.global_passes:
         repaired = merge.repair_member_lists(bank, cycle)
+        unsupported = merge.retire_unsupported(bank, cycle)
         kinds, kind_edges = taxonomy.build_taxonomy(bank, cycle)
         bank.write(kinds, kind_edges, run_id=cycle.run_id)
         clusters, cluster_edges = taxonomy.build_clusters(bank, cycle)
@@ -49,7 +50,8 @@ def run(bank: Bank, cycle: Cycle) -> PhaseResult:
     }
     if cycle.global_passes:  # a skipped pass has no counts (not zeros that would read as "none left")
         result.counts.update(taxonomy_nodes=len(kinds), clusters=len(clusters), communities=len(found),
-                             groupings_superseded=retired, member_lists_repaired=repaired)
+                             groupings_superseded=retired, member_lists_repaired=repaired,
+                             canonical_no_longer_named=unsupported)
     result.summary += [digest_line(bank, "sense", s) for s in subs]
     result.summary += [digest_line(bank, "merged", o, f" ← {', '.join(o.aliases[:5])}") for o in merged.shown]
     result.summary += [digest_line(bank, "community", c, f" ({len(c.members)} members)") for c in found[:10]]
