@@ -30,7 +30,7 @@ from smb_core.extract.base import (
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
-    model_for, stable_id,
+    model_for, stable_id, utcnow,
 )
 from smb_core.stores.metadata import id_filter
 
@@ -780,30 +780,31 @@ def repair_member_lists(bank: Bank, cycle: Cycle) -> int:
     return len(canonical)
 
 
-#: SQL: active canonical entities and concepts none of whose members comes from an active document version.
+#: SQL: active canonical entities and concepts none of whose members comes from an active document version
+#: (a member an agent made without a document counts as support).
 _UNSUPPORTED = """
 WITH listed AS (
     SELECT id AS canonical, unnest(CAST(json_extract(data, '$.members') AS VARCHAR[])) AS member
     FROM objects WHERE status = 'active' AND type IN ('canonical_entity', 'canonical_concept')
 )
 SELECT DISTINCT canonical FROM listed EXCEPT
-SELECT l.canonical FROM listed l JOIN objects m ON m.id = l.member JOIN sources s ON s.id = m.source
-WHERE s.status = 'active'
+SELECT l.canonical FROM listed l JOIN objects m ON m.id = l.member LEFT JOIN sources s ON s.id = m.source
+WHERE s.status = 'active' OR coalesce(m.source, '') = ''
 ORDER BY 1
 """
 
 
 def retire_unsupported(bank: Bank, cycle: Cycle) -> int:
     """Canonical objects that no active document names any more (every member's document has changed
-    since, and its new version does not name the thing) are superseded with their members, never deleted;
-    a new version's mention had stayed merged into them for ever. Run with the global passes (it reads
-    every member list); returns the canonical objects retired."""
+    since, and its new version does not name the thing) are superseded with their members, never deleted:
+    the old versions' mentions had kept them active for ever. Run with the global passes (it reads every
+    member list); returns the canonical objects retired."""
     with bank.reading() as db:
         canonical = db.get_objects([r[0] for r in db.sql(_UNSUPPORTED)])
         members = db.get_objects(sorted({m for c in canonical.values() for m in c.members}))
     reason = f"no active document names it any more ({cycle.key})"
     for obj in [*canonical.values(), *members.values()]:
-        obj.status, obj.status_reason, obj.run_id = Status.SUPERSEDED, reason, cycle.run_id
+        obj.status, obj.status_reason, obj.run_id, obj.modified = Status.SUPERSEDED, reason, cycle.run_id, utcnow()
     bank.update_objects([*canonical.values(), *members.values()])
     return len(canonical)
 
