@@ -253,7 +253,7 @@ class Bank:
             rows = db.sql("SELECT id FROM objects WHERE status = 'active' AND len(source_ids) = 1 "
                           "AND source IN (SELECT unnest(?))", [old_ids])
             objects = list(db.get_objects([r[0] for r in rows]).values())
-            self._supersede(db, objects, run_id)
+            self.supersede(objects, run_id)
             return len(objects)
 
     def reconcile_extraction(self, found: Mapping[str, Sequence[MemoryObject]], version: str,
@@ -284,17 +284,18 @@ class Bank:
                         setattr(obj, name, getattr(old, name))
             gone = [old for old, run in stored.values() if old.status is Status.ACTIVE
                     and len(old.source_ids) == 1 and not (run or "").startswith("agent:")]
-            self._supersede(db, gone, run_id, reason=f"not extracted again by {version}")
+            self.supersede(gone, run_id, reason=f"not extracted again by {version}")
             db.insert_rows("cycle_objects", ["cycle", "object_id"], first_found)
             return len(gone)
 
-    def _supersede(self, db: MetadataStore, objects: list[MemoryObject], run_id: str | None, reason: str = "") -> None:
+    def supersede(self, objects: Sequence[MemoryObject], run_id: str | None, reason: str = "") -> None:
         """Superseded, not deleted: each keeps its file and row; a relationship stops being an edge of the graph."""
         for obj in objects:
             obj.status, obj.modified, obj.run_id = Status.SUPERSEDED, utcnow(), run_id or obj.run_id
             obj.status_reason = reason or obj.status_reason
-        self._store_objects(db, objects)
-        self.remove_edges([(e.head, e.tail, e.id) for e in _relationship_edges(objects)])
+        with self.writing() as db:
+            self._store_objects(db, objects)
+            self.remove_edges([(e.head, e.tail, e.id) for e in _relationship_edges(objects)])
 
     def write(self, objects: Sequence[MemoryObject], edges: Sequence[Edge] = (), run_id: str | None = None,
               vectors: Mapping[str, np.ndarray] | None = None) -> None:

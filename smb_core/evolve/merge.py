@@ -30,7 +30,7 @@ from smb_core.extract.base import (
 from smb_core.integrity import member_list_differences
 from smb_core.model import (
     CanonicalConcept, CanonicalEntity, Edge, EdgeType, Entity, EntityKind, MemoryObject, Status,
-    model_for, stable_id, utcnow,
+    model_for, stable_id,
 )
 from smb_core.stores.metadata import id_filter
 
@@ -802,10 +802,8 @@ def retire_unsupported(bank: Bank, cycle: Cycle) -> int:
     with bank.reading() as db:
         canonical = db.get_objects([r[0] for r in db.sql(_UNSUPPORTED)])
         members = db.get_objects(sorted({m for c in canonical.values() for m in c.members}))
-    reason = f"no active document names it any more ({cycle.key})"
-    for obj in [*canonical.values(), *members.values()]:
-        obj.status, obj.status_reason, obj.run_id, obj.modified = Status.SUPERSEDED, reason, cycle.run_id, utcnow()
-    bank.update_objects([*canonical.values(), *members.values()])
+    bank.supersede([*canonical.values(), *members.values()], cycle.run_id,
+                   reason=f"no active document names it any more ({cycle.key})")
     return len(canonical)
 
 
