@@ -22,7 +22,7 @@ from smb_core.bank_check import SHOWN, check_whole_bank
 from smb_core.embed import Embedder, embedder_name, get_embedder
 from smb_core.fsutil import atomic_write_text
 from smb_core.locking import BankLock
-from smb_core.model import Edge, MemoryObject, SourceDocument, Status, model_for, utcnow
+from smb_core.model import Edge, MemoryObject, SourceDocument, Status, by_agent, model_for, utcnow
 from smb_core.recall.lexical import term_counts
 from smb_core.settings import Settings, get_settings
 from smb_core.stores.graph import GraphStore
@@ -278,12 +278,12 @@ class Bank:
                 if old is None or old.status is Status.SUPERSEDED:
                     first_found.append((None, obj.id))
                     continue
-                agents = (run or "").startswith("agent:")  # kept whole, as the agent left it
-                for name in type(obj).model_fields if agents else EVOLVED_FIELDS:
+                # an agent's object is kept whole, as the agent left it
+                for name in type(obj).model_fields if by_agent(run) else EVOLVED_FIELDS:
                     if name in type(obj).model_fields:
                         setattr(obj, name, getattr(old, name))
             gone = [old for old, run in stored.values() if old.status is Status.ACTIVE
-                    and len(old.source_ids) == 1 and not (run or "").startswith("agent:")]
+                    and len(old.source_ids) == 1 and not by_agent(run)]
             self.supersede(gone, run_id, reason=f"not extracted again by {version}")
             db.insert_rows("cycle_objects", ["cycle", "object_id"], first_found)
             return len(gone)

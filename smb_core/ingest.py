@@ -20,7 +20,7 @@ from smb_core.corpus import (
 from smb_core.embed import single_threaded
 from smb_core.extract.base import Extraction, Extractor, authored_title
 from smb_core.recall.names import document_names
-from smb_core.model import SourceDocument, stable_id
+from smb_core.model import SourceDocument, agent_run_id, stable_id
 from smb_core.settings import Settings
 
 
@@ -285,8 +285,8 @@ def remember_note(bank: Bank, text: str, title: str | None, tags: list[str], age
     doc = SourceDocument(
         id=stable_id("src", relative, sha), path=relative, partition_key=f"note-{sha[:16]}", sha256=sha, version=1,
         title=title or text.strip().split("\n", 1)[0][:80], bytes=len(content.encode("utf-8")), tags=tags,
-        provenance=f"agent:{agent}", run_id=f"agent:{agent}", body=content,
+        provenance=agent_run_id(agent), run_id=agent_run_id(agent), body=content,
     )
     bank.add_sources([doc])
-    extract_sources(bank, [doc.id], get_extractor(bank.settings), run_id=f"agent:{agent}")
+    extract_sources(bank, [doc.id], get_extractor(bank.settings), run_id=agent_run_id(agent))
     return doc

@@ -139,6 +139,16 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
 
+def agent_run_id(agent: str) -> str:
+    """The `run_id` of what an agent writes (`MemoryBank`, `remember`): not a Dagster run."""
+    return f"agent:{agent}"
+
+
+def by_agent(run_id: str | None) -> bool:
+    """Whether an object was last written by an agent (re-extraction leaves such objects as they are)."""
+    return (run_id or "").startswith("agent:")
+
+
 def stable_id(prefix: str, *parts: str) -> str:
     """A deterministic id: the same inputs give the same id, so re-runs upsert instead of duplicating."""
     digest = hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]

@@ -22,6 +22,7 @@ from smb_core.bank import Bank, LayerZeroImmutableError, bank_exists
 from smb_core.evolve.confidence import propagate_disputes
 from smb_core.model import (
     Contradiction, Edge, EdgeType, MemoryObject, ModelError, NodeType, SourceDocument, SourceSpan, Status,
+    agent_run_id,
 )
 from smb_core.recall.engine import RecallEngine
 from smb_core.settings import Settings, get_settings
@@ -240,7 +241,7 @@ class MemoryBank:
             raise PermissionError("this MemoryBank was opened read-only; use MemoryBank.open(..., read_only=False)")
 
     def _run_id(self) -> str:
-        return f"agent:{self.agent}"
+        return agent_run_id(self.agent)
 
     def create(self, obj: MemoryObject) -> MemoryObject:
         """Add a new memory object (any layer but 0) to all four stores. Its id must be new (`update`
